@@ -23,8 +23,8 @@ Error make_error(fmt::format_string<Args...> format, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Error error) : state_(std::move(error)) {}      // NOLINT: implicit by design
+  Result(T value) : state_(std::move(value)) {}      // NOLINT: implicit by design
+  Result(Error error) : state_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(state_); }
   explicit operator bool() const { return ok(); }
@@ -58,13 +58,15 @@ class [[nodiscard]] Result<void> {
   bool failed_ = false;
 };
 
-inline Result<void> ok_result() { return {}; }
+inline Result<void> ok_result() {
+  return {};
+}
 
 }  // namespace tern
 
 // Propagates an error from an expression returning Result<T>; evaluates to nothing.
-#define TERN_TRY(expr)                                   \
-  do {                                                   \
-    auto tern_try_result_ = (expr);                      \
+#define TERN_TRY(expr)                                           \
+  do {                                                           \
+    auto tern_try_result_ = (expr);                              \
     if (!tern_try_result_.ok()) return tern_try_result_.error(); \
   } while (0)

@@ -35,9 +35,9 @@ inline uint16_t float_to_fp16(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {                                              // subnormal or zero
+  if (abs < 0x38800000u) {                                               // subnormal or zero
     // Add 0.5 (as a float) so the FPU rounds the mantissa to nearest even at the right bit.
     float rounded = std::bit_cast<float>(abs) + 0.5f;
     return static_cast<uint16_t>(sign | (std::bit_cast<uint32_t>(rounded) - 0x3f000000u));
@@ -47,7 +47,9 @@ inline uint16_t float_to_fp16(float f) {
   return static_cast<uint16_t>(sign | (abs >> 13));
 }
 
-inline float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_float(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t float_to_bf16(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);

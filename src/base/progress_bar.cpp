@@ -25,7 +25,9 @@ ProgressBar::ProgressBar(std::string label, uint64_t total_bytes)
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+}
 
 void ProgressBar::update(uint64_t done_bytes) {
   done_ = done_bytes;
@@ -48,8 +50,7 @@ void ProgressBar::draw(bool final_draw) {
   double fraction = total_ == 0 ? 1.0 : static_cast<double>(done_) / static_cast<double>(total_);
   if (fraction > 1.0) fraction = 1.0;
   int filled = static_cast<int>(fraction * kWidth);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double rate = seconds > 0 ? static_cast<double>(done_) / seconds : 0.0;
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');

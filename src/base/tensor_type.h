@@ -57,7 +57,9 @@ std::optional<TensorTypeInfo> tensor_type_info(uint32_t type_id);
 const TensorTypeInfo& tensor_type_info(TensorType type);
 std::optional<TensorType> tensor_type_from_name(std::string_view name);  // "Q4_K", case-insensitive
 
-inline std::string_view tensor_type_name(TensorType type) { return tensor_type_info(type).name; }
+inline std::string_view tensor_type_name(TensorType type) {
+  return tensor_type_info(type).name;
+}
 
 // Bytes of `elements` values of `type`; nullopt when elements is not a whole number of blocks.
 std::optional<uint64_t> tensor_bytes(TensorType type, uint64_t elements);

@@ -1,4 +1,5 @@
-// A fixed set of worker threads for data-parallel loops (CPU kernels). Passed explicitly, never global.
+// A fixed set of worker threads for data-parallel loops (CPU kernels). Passed explicitly, never
+// global.
 #pragma once
 
 #include <condition_variable>

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "io/gguf_file.h"
+
 namespace tern {
 
 // GGUF `tokenizer.ggml.token_type` values.
@@ -21,11 +24,11 @@ enum class TokenKind : int32_t {
 };
 
 struct TokenizerSpec {
-  std::string model;           // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece)
-  std::string pre;             // tokenizer.ggml.pre: pre-tokenizer name ("default", "llama-bpe", "qwen2", ...)
+  std::string model;  // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece)
+  std::string pre;  // tokenizer.ggml.pre: pre-tokenizer name ("default", "llama-bpe", "qwen2", ...)
   std::vector<std::string> tokens;
-  std::vector<float> scores;   // empty when the file has none
-  std::vector<TokenKind> kinds;  // empty when the file has none (then all Normal)
+  std::vector<float> scores;        // empty when the file has none
+  std::vector<TokenKind> kinds;     // empty when the file has none (then all Normal)
   std::vector<std::string> merges;  // "a b" pairs, in rank order (BPE)
   std::optional<int32_t> bos_id;
   std::optional<int32_t> eos_id;
@@ -39,5 +42,8 @@ struct TokenizerSpec {
   bool add_space_prefix = false;  // SentencePiece: prepend "▁" to the text
   std::string chat_template;      // tokenizer.chat_template, empty when absent
 };
+
+// Reads the tokenizer.* keys of a GGUF file, checking every id and array length.
+Result<TokenizerSpec> tokenizer_spec_from_gguf(const GgufFile& file);
 
 }  // namespace tern
