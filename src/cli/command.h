@@ -1,0 +1,29 @@
+// Each `tern` subcommand lives in its own file and registers itself on the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace tern::cli {
+
+// Shared by every command: where the model store lives.
+struct GlobalOptions {
+  std::string home;  // --home, defaults to $TERN_HOME / ~/.cache/tern
+};
+
+// A command sets `exit_code` from its callback; errors go to stderr as "error: ...".
+struct CommandContext {
+  GlobalOptions global;
+  int exit_code = 0;
+};
+
+void add_show_command(CLI::App& app, CommandContext& ctx);
+void add_list_command(CLI::App& app, CommandContext& ctx);
+void add_import_command(CLI::App& app, CommandContext& ctx);
+void add_rm_command(CLI::App& app, CommandContext& ctx);
+
+// Prints "error: message" to stderr and returns the exit status for a failure.
+int report_error(const std::string& message);
+
+}  // namespace tern::cli
