@@ -1,0 +1,42 @@
+// Internal: the per-path dot-product kernels behind matvec/matmul, and the activation formats
+// they read. Not part of the public API (include quant.h instead).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/cpu_features.h"
+#include "base/tensor_type.h"
+
+namespace tern::cpu::detail {
+
+// How activations are prepared for a weight type.
+enum class ActFormat { F32, Q8x32, Q8x256 };
+
+// Quantized activations of one row of `cols` values.
+//   Q8x32:  qs[cols] int8, d[cols/32] fp32 scales, isum[cols/32] = sum of the block's qs.
+//   Q8x256: qs[cols] int8, d[cols/256] fp32 scales, bsums[cols/16] = sums of 16 consecutive qs.
+//   F32:    f32[cols].
+struct Acts {
+  const float* f32 = nullptr;
+  const int8_t* qs = nullptr;
+  const float* d = nullptr;
+  const int32_t* isum = nullptr;
+  const int16_t* bsums = nullptr;
+};
+
+// Dot product of one weight row (GGUF blocks) with prepared activations.
+using DotFn = float (*)(const void* w_row, const Acts& x, int64_t cols);
+
+ActFormat act_format(TensorType type);
+
+// The kernel of `path` for `type`, or nullptr when the path has no specialised kernel for the type
+// (callers then fall back to the scalar one, which exists for every supported type).
+DotFn dot_scalar(TensorType type);
+DotFn dot_avx2(TensorType type);
+DotFn dot_avx512(TensorType type);
+
+// Quantizes one activation row into the buffers of `out` (sized by the caller).
+void quantize_acts_q8x32(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* isum);
+void quantize_acts_q8x256(const float* x, int64_t cols, int8_t* qs, float* d, int16_t* bsums);
+
+}  // namespace tern::cpu::detail

@@ -1,0 +1,44 @@
+// Feature detection and path selection.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "backend/cpu/cpu_features.h"
+
+namespace tern::cpu {
+namespace {
+
+TEST(CpuFeatures, PathsFollowFeatures) {
+  const CpuFeatures f = detect_cpu_features();
+  EXPECT_TRUE(cpu_path_available(CpuPath::Scalar, f));
+  if (cpu_path_available(CpuPath::Avx512, f)) {
+    EXPECT_TRUE(cpu_path_available(CpuPath::Avx2, f));
+  }
+  EXPECT_TRUE(cpu_path_available(best_cpu_path(f), f));
+  CpuFeatures none;
+  EXPECT_EQ(best_cpu_path(none), CpuPath::Scalar);
+  CpuFeatures avx2_only;
+  avx2_only.avx2 = avx2_only.fma = avx2_only.f16c = true;
+  EXPECT_EQ(best_cpu_path(avx2_only), CpuPath::Avx2);
+}
+
+TEST(CpuFeatures, DefaultPathHonoursTernCpuPath) {
+  const CpuFeatures f = detect_cpu_features();
+  const char* env = std::getenv("TERN_CPU_PATH");
+  if (env != nullptr && cpu_path_from_name(env) &&
+      cpu_path_available(*cpu_path_from_name(env), f)) {
+    EXPECT_EQ(default_cpu_path(), *cpu_path_from_name(env));
+  } else {
+    EXPECT_EQ(default_cpu_path(), best_cpu_path(f));
+  }
+}
+
+TEST(CpuFeatures, PathNamesRoundTrip) {
+  for (CpuPath p : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
+    EXPECT_EQ(cpu_path_from_name(cpu_path_name(p)), p);
+  }
+  EXPECT_FALSE(cpu_path_from_name("sse9"));
+}
+
+}  // namespace
+}  // namespace tern::cpu
