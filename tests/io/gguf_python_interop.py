@@ -117,6 +117,32 @@ def check_gguf_reads_tern(writer, work):
     print("gguf read the files Tern wrote (v2 and v3)")
 
 
+def check_real_models(tern):
+    """Every tensor of the real models: name, type, shape, offset and size as gguf reads them."""
+    checked = 0
+    for var in ("TERN_SMOLLM2_GGUF", "TERN_GEMMA3_GGUF"):
+        path = os.environ.get(var)
+        if not path:
+            print(f"{var} not set: real-model check skipped")
+            continue
+        shown = tern_show(tern, path)
+        reader = gguf.GGUFReader(path)
+        tensors = {t["name"]: t for t in shown["tensors"]}
+        assert len(tensors) == len(reader.tensors), (path, len(tensors), len(reader.tensors))
+        for t in reader.tensors:
+            got = tensors[t.name]
+            assert got["type"] == t.tensor_type.name, (t.name, got["type"])
+            assert got["shape"] == [int(x) for x in t.shape], (t.name, got["shape"])
+            assert got["size_bytes"] == int(t.n_bytes), t.name
+            assert got["offset"] + reader.data_offset == int(t.data_offset), t.name
+        for field in reader.fields.values():
+            if not field.name.startswith("GGUF."):
+                assert field.name in shown["metadata"], field.name
+        print(f"{os.path.basename(path)}: {len(tensors)} tensors agree with gguf")
+        checked += 1
+    return checked
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tern", required=True)
@@ -126,6 +152,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     check_tern_reads_reference(args.tern, args.work)
     check_gguf_reads_tern(args.write_sample, args.work)
+    check_real_models(args.tern)
 
 
 if __name__ == "__main__":
