@@ -1,0 +1,248 @@
+#include "backend/cpu_device/cpu_device.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/quant.h"
+
+namespace tern {
+
+CpuDevice::CpuDevice(size_t threads) : pool_(threads) {}
+
+std::string CpuDevice::name() const {
+  return fmt::format("cpu ({} threads, {})", pool_.size(),
+                     cpu::cpu_path_name(cpu::default_cpu_path()));
+}
+
+Result<DeviceBuffer> CpuDevice::allocate(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (p == nullptr) return make_error("out of host memory allocating {} bytes", bytes);
+  return DeviceBuffer(this, p, bytes);
+}
+
+void CpuDevice::free(void* data, size_t) {
+  std::free(data);
+}
+
+void CpuDevice::upload(const void* host, void* device_data, size_t bytes) {
+  std::memcpy(device_data, host, bytes);
+}
+
+void CpuDevice::download(const void* device_data, void* host, size_t bytes) {
+  std::memcpy(host, device_data, bytes);
+}
+
+Result<void> CpuDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
+  const int64_t k = w.ne[0], m = w.rows(), n = x.rows();
+  if (x.ne[0] != k || y.ne[0] != m || y.rows() != n) {
+    return make_error("matmul shapes: W [{} x {}], x [{} x {}], y [{} x {}]", m, k, n, x.ne[0],
+                      y.rows(), y.ne[0]);
+  }
+  if (n == 1) return cpu::matvec(w.type, w.data, m, k, x.f32(), y.f32(), pool_);
+  return cpu::matmul(w.type, w.data, m, k, x.f32(), n, y.f32(), pool_);
+}
+
+Result<void> CpuDevice::get_rows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
+  const int64_t cols = table.ne[0], rows = table.rows();
+  const auto& info = tensor_type_info(table.type);
+  const size_t row_bytes = static_cast<size_t>(cols / info.block_elements) * info.block_bytes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= rows) {
+      return make_error("token id {} is outside the vocabulary of {}", ids[i], rows);
+    }
+    const auto* src =
+        static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[i]) * row_bytes;
+    cpu::dequantize_row(table.type, src, out.f32() + static_cast<int64_t>(i) * cols, cols);
+  }
+  return {};
+}
+
+void CpuDevice::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) {
+  const int64_t cols = x.ne[0];
+  pool_.parallel_for(static_cast<size_t>(x.rows()), [&](size_t begin, size_t end, size_t) {
+    for (size_t r = begin; r < end; ++r) {
+      const float* in = x.f32() + static_cast<int64_t>(r) * cols;
+      float* o = out.f32() + static_cast<int64_t>(r) * cols;
+      double sum = 0.0;
+      for (int64_t i = 0; i < cols; ++i) sum += static_cast<double>(in[i]) * in[i];
+      const float inv = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(cols)) + eps);
+      if (weight != nullptr) {
+        const float* w = weight->f32();
+        for (int64_t i = 0; i < cols; ++i) o[i] = in[i] * inv * w[i];
+      } else {
+        for (int64_t i = 0; i < cols; ++i) o[i] = in[i] * inv;
+      }
+    }
+  });
+}
+
+void CpuDevice::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t n = a.elements();
+  const float *pa = a.f32(), *pb = b.f32();
+  float* po = out.f32();
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+}
+
+void CpuDevice::scale(Tensor& x, float factor) {
+  const int64_t n = x.elements();
+  float* p = x.f32();
+  for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+}
+
+void CpuDevice::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const int64_t n = gate.elements();
+  const float *g = gate.f32(), *u = up.f32();
+  float* o = out.f32();
+  for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void CpuDevice::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  const int64_t n = gate.elements();
+  const float *g = gate.f32(), *u = up.f32();
+  float* o = out.f32();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    o[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * u[i];
+  }
+}
+
+void CpuDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
+  const int64_t head_dim = x.ne[0], heads = x.ne[1], n = x.ne[2];
+  const int64_t half = params.rotary_dim / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    float f = 1.0f / std::pow(params.theta,
+                              static_cast<float>(2 * i) / static_cast<float>(params.rotary_dim));
+    if (!params.inverse_frequency_factors.empty())
+      f /= params.inverse_frequency_factors[static_cast<size_t>(i)];
+    inv_freq[static_cast<size_t>(i)] = f;
+  }
+  pool_.parallel_for(static_cast<size_t>(n), [&](size_t begin, size_t end, size_t) {
+    std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
+    for (size_t t = begin; t < end; ++t) {
+      const float pos = static_cast<float>(positions[t]) * params.position_scale;
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = pos * inv_freq[static_cast<size_t>(i)];
+        cos_v[static_cast<size_t>(i)] = std::cos(angle);
+        sin_v[static_cast<size_t>(i)] = std::sin(angle);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = x.f32() + (static_cast<int64_t>(t) * heads + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t a = params.neox ? i : 2 * i;
+          const int64_t b = params.neox ? i + half : 2 * i + 1;
+          const float c = cos_v[static_cast<size_t>(i)], s = sin_v[static_cast<size_t>(i)];
+          const float x0 = v[a], x1 = v[b];
+          v[a] = x0 * c - x1 * s;
+          v[b] = x0 * s + x1 * c;
+        }
+      }
+    }
+  });
+}
+
+namespace {
+
+size_t kv_row_bytes(TensorType type, int64_t head_dim) {
+  const auto& info = tensor_type_info(type);
+  return static_cast<size_t>(head_dim / info.block_elements) * info.block_bytes;
+}
+
+}  // namespace
+
+void CpuDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
+                         std::span<const int32_t> slots) {
+  const int64_t row = cache.head_dim;
+  const size_t row_bytes = kv_row_bytes(cache.k.type, row);
+  const int64_t heads = cache.kv_heads;
+  for (size_t t = 0; t < slots.size(); ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const size_t dst_row = static_cast<size_t>(slots[t] * heads + h);
+      const int64_t src = (static_cast<int64_t>(t) * heads + h) * row;
+      cpu::quantize_row(cache.k.type, k.f32() + src,
+                        static_cast<uint8_t*>(cache.k.data) + dst_row * row_bytes, row);
+      cpu::quantize_row(cache.v.type, v.f32() + src,
+                        static_cast<uint8_t*>(cache.v.data) + dst_row * row_bytes, row);
+    }
+  }
+}
+
+void CpuDevice::attention(const Tensor& q, const KvLayer& cache,
+                          std::span<const AttentionSequence> sequences,
+                          const AttentionParams& params, Tensor& out) {
+  const int64_t head_dim = q.ne[0], heads = q.ne[1];
+  const int64_t kv_heads = cache.kv_heads, group = heads / kv_heads;
+  const size_t row_bytes = kv_row_bytes(cache.k.type, head_dim);
+  // Work items: (sequence token, head) pairs over the whole batch.
+  struct Item {
+    const AttentionSequence* seq;
+    int64_t token;  // batch row
+    int64_t position;
+  };
+  std::vector<Item> items;
+  for (const auto& s : sequences) {
+    for (int64_t i = 0; i < s.token_count; ++i)
+      items.push_back({&s, s.first_token + i, s.first_position + i});
+  }
+  const size_t work = items.size() * static_cast<size_t>(heads);
+  pool_.parallel_for(work, [&](size_t begin, size_t end, size_t) {
+    std::vector<float> scores, krow(static_cast<size_t>(head_dim)),
+        acc(static_cast<size_t>(head_dim));
+    for (size_t w = begin; w < end; ++w) {
+      const Item& it = items[w / static_cast<size_t>(heads)];
+      const int64_t h = static_cast<int64_t>(w % static_cast<size_t>(heads));
+      const int64_t kvh = h / group;
+      const float* qv = q.f32() + (it.token * heads + h) * head_dim;
+      int64_t first = 0;
+      if (params.sliding_window > 0)
+        first = std::max<int64_t>(0, it.position - params.sliding_window + 1);
+      const int64_t count = it.position - first + 1;
+      scores.resize(static_cast<size_t>(count));
+      float max_score = -INFINITY;
+      for (int64_t j = 0; j < count; ++j) {
+        const int64_t p = first + j;
+        const int64_t slot =
+            it.seq->block_table[static_cast<size_t>(p / cache.block_size)] * cache.block_size +
+            p % cache.block_size;
+        const auto* kr = static_cast<const uint8_t*>(cache.k.data) +
+                         static_cast<size_t>(slot * kv_heads + kvh) * row_bytes;
+        cpu::dequantize_row(cache.k.type, kr, krow.data(), head_dim);
+        float dot = 0.0f;
+        for (int64_t d = 0; d < head_dim; ++d) dot += qv[d] * krow[static_cast<size_t>(d)];
+        float s = dot * params.scale;
+        if (params.softcap > 0.0f) s = params.softcap * std::tanh(s / params.softcap);
+        scores[static_cast<size_t>(j)] = s;
+        max_score = std::max(max_score, s);
+      }
+      double total = 0.0;
+      for (auto& s : scores) {
+        s = std::exp(s - max_score);
+        total += s;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < count; ++j) {
+        const int64_t p = first + j;
+        const int64_t slot =
+            it.seq->block_table[static_cast<size_t>(p / cache.block_size)] * cache.block_size +
+            p % cache.block_size;
+        const auto* vr = static_cast<const uint8_t*>(cache.v.data) +
+                         static_cast<size_t>(slot * kv_heads + kvh) * row_bytes;
+        cpu::dequantize_row(cache.v.type, vr, krow.data(), head_dim);
+        const float pj = scores[static_cast<size_t>(j)];
+        for (int64_t d = 0; d < head_dim; ++d)
+          acc[static_cast<size_t>(d)] += pj * krow[static_cast<size_t>(d)];
+      }
+      float* o = out.f32() + (it.token * heads + h) * head_dim;
+      const float inv = static_cast<float>(1.0 / total);
+      for (int64_t d = 0; d < head_dim; ++d) o[d] = acc[static_cast<size_t>(d)] * inv;
+    }
+  });
+}
+
+}  // namespace tern

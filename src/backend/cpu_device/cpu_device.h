@@ -1,0 +1,41 @@
+// The CPU implementation of Device: weights are used in place from the mmap'd file, activations
+// live in host memory, and every op splits its rows over the thread pool.
+#pragma once
+
+#include "backend/device/device.h"
+#include "base/thread_pool.h"
+
+namespace tern {
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(size_t threads = 0);
+  std::string name() const override;
+
+  Result<DeviceBuffer> allocate(size_t bytes) override;
+  void free(void* data, size_t bytes) override;
+  void upload(const void* host, void* device_data, size_t bytes) override;
+  void download(const void* device_data, void* host, size_t bytes) override;
+  bool reads_host_memory() const override { return true; }
+
+  Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) override;
+  Result<void> get_rows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void scale(Tensor& x, float factor) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;
+  void store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
+                std::span<const int32_t> slots) override;
+  void attention(const Tensor& q, const KvLayer& cache,
+                 std::span<const AttentionSequence> sequences, const AttentionParams& params,
+                 Tensor& out) override;
+
+  ThreadPool& pool() { return pool_; }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace tern
