@@ -13,9 +13,9 @@ namespace {
 using tern::testing::as_floats;
 using tern::testing::read_fixture;
 
-class Dequantize : public ::testing::TestWithParam<const char*> {};
+class CpuDequantize : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(Dequantize, MatchesGgufBitExactly) {
+TEST_P(CpuDequantize, MatchesGgufBitExactly) {
   const TensorType type = *tensor_type_from_name(GetParam());
   ASSERT_TRUE(is_supported(type));
   const auto blocks = read_fixture(std::string(GetParam()) + ".blocks");
@@ -38,15 +38,15 @@ TEST_P(Dequantize, MatchesGgufBitExactly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, Dequantize,
+INSTANTIATE_TEST_SUITE_P(AllTypes, CpuDequantize,
                          ::testing::Values("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                                            "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL",
                                            "IQ4_XS"),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
-class Quantize : public ::testing::TestWithParam<const char*> {};
+class CpuQuantize : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(Quantize, MatchesGgufByteExactly) {
+TEST_P(CpuQuantize, MatchesGgufByteExactly) {
   const TensorType type = *tensor_type_from_name(GetParam());
   ASSERT_TRUE(can_quantize(type));
   const auto input = as_floats(read_fixture(std::string(GetParam()) + ".qin"));
@@ -68,7 +68,7 @@ TEST_P(Quantize, MatchesGgufByteExactly) {
   EXPECT_EQ(got[expected.size()], 0xEE) << "wrote past the end";
 }
 
-INSTANTIATE_TEST_SUITE_P(GgufQuantizers, Quantize,
+INSTANTIATE_TEST_SUITE_P(GgufQuantizers, CpuQuantize,
                          ::testing::Values("F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"),
                          [](const auto& param_info) { return std::string(param_info.param); });
 

@@ -33,7 +33,7 @@ std::vector<float> gaussian(size_t n, float scale, uint32_t seed) {
   return x;
 }
 
-TEST(Quantizer, BlockStructsMatchTensorTypeTable) {
+TEST(CpuQuantizer, BlockStructsMatchTensorTypeTable) {
   EXPECT_EQ(sizeof(quant::BlockQ4_K), tensor_type_info(TensorType::Q4_K).block_bytes);
   EXPECT_EQ(sizeof(quant::BlockQ6_K), tensor_type_info(TensorType::Q6_K).block_bytes);
   EXPECT_EQ(sizeof(quant::BlockIQ4_XS), tensor_type_info(TensorType::IQ4_XS).block_bytes);
@@ -43,7 +43,7 @@ TEST(Quantizer, BlockStructsMatchTensorTypeTable) {
 }
 
 // Expected relative RMS error on Gaussian data: 4.5 bits/weight ~ 7-9%, 6.5 bits ~ 2%.
-TEST(Quantizer, Q4KRoundTripErrorIsThatOfFourBits) {
+TEST(CpuQuantizer, Q4KRoundTripErrorIsThatOfFourBits) {
   for (float scale : {1e-3f, 1.0f, 300.0f}) {
     const double e = relative_rms_error(TensorType::Q4_K, gaussian(256 * 64, scale, 1));
     EXPECT_LT(e, 0.095) << "scale " << scale;
@@ -51,20 +51,20 @@ TEST(Quantizer, Q4KRoundTripErrorIsThatOfFourBits) {
   }
 }
 
-TEST(Quantizer, Q6KRoundTripErrorIsThatOfSixBits) {
+TEST(CpuQuantizer, Q6KRoundTripErrorIsThatOfSixBits) {
   for (float scale : {1e-3f, 1.0f, 300.0f}) {
     const double e = relative_rms_error(TensorType::Q6_K, gaussian(256 * 64, scale, 2));
     EXPECT_LT(e, 0.025) << "scale " << scale;
   }
 }
 
-TEST(Quantizer, KQuantsBeatTheirSmallerSiblings) {
+TEST(CpuQuantizer, KQuantsBeatTheirSmallerSiblings) {
   const auto x = gaussian(256 * 32, 1.0f, 3);
   EXPECT_LT(relative_rms_error(TensorType::Q4_K, x), relative_rms_error(TensorType::Q4_0, x));
   EXPECT_LT(relative_rms_error(TensorType::Q6_K, x), relative_rms_error(TensorType::Q5_0, x));
 }
 
-TEST(Quantizer, ZeroAndConstantRowsSurvive) {
+TEST(CpuQuantizer, ZeroAndConstantRowsSurvive) {
   for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0}) {
     for (float v : {0.0f, 0.5f, -3.0f}) {
       std::vector<float> x(512, v);
@@ -77,7 +77,7 @@ TEST(Quantizer, ZeroAndConstantRowsSurvive) {
   }
 }
 
-TEST(Quantizer, OutlierDoesNotWreckTheRest) {
+TEST(CpuQuantizer, OutlierDoesNotWreckTheRest) {
   auto x = gaussian(256, 1.0f, 4);
   x[17] = 80.0f;
   for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
@@ -89,7 +89,7 @@ TEST(Quantizer, OutlierDoesNotWreckTheRest) {
   }
 }
 
-TEST(Quantizer, ReportsBytesAndRejectsWhatItCannotDo) {
+TEST(CpuQuantizer, ReportsBytesAndRejectsWhatItCannotDo) {
   for (TensorType type :
        {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
         TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
