@@ -14,8 +14,9 @@ struct Regex::Code {
 Result<Regex> Regex::compile(const std::string& pattern, bool literal) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL allows UTF but not UCP (which only matters for classes anyway).
+  const uint32_t options = literal ? (PCRE2_LITERAL | PCRE2_UTF | PCRE2_NO_UTF_CHECK)
+                                   : (PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    options, &error_code, &error_offset, nullptr);
   if (code == nullptr) {

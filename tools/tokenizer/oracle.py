@@ -127,6 +127,9 @@ def main():
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "tests", "data", "tokenizer"))
     ap.add_argument("--smollm-as-converted", action="store_true",
                     help="smollm2: keep transformers' plain GPT-2 pre-tokenizer")
+    ap.add_argument("--dump-json", metavar="DIR",
+                    help="also write DIR/<name>/tokenizer.json (+ tokenizer_config.json) of the GGUF tokenizers, "
+                         "for text_corpus_test's HfJson cases (TERN_TEXT_HF_JSON_DIR=DIR)")
     ap.add_argument("--qwen-json", default=None, help="converted tokenizer.json (made on the fly if absent)")
     args = ap.parse_args()
     cases = corpus_cases(args.corpus)
@@ -139,6 +142,16 @@ def main():
             if name == "smollm2" and not args.smollm_as_converted:
                 tok = smollm_pretokenizer(tok)
             ids = encode_all_hf(tok, cases)
+            if args.dump_json:
+                d = os.path.join(args.dump_json, name)
+                os.makedirs(d, exist_ok=True)
+                tok.backend_tokenizer.save(os.path.join(d, "tokenizer.json"))
+                import json
+
+                with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as fh:
+                    json.dump({"bos_token": tok.bos_token, "eos_token": tok.eos_token,
+                               "add_bos_token": bool(getattr(tok, "add_bos_token", False)),
+                               "add_eos_token": bool(getattr(tok, "add_eos_token", False))}, fh)
         out = os.path.join(args.out_dir, f"{name}.expected.txt")
         with open(out + ".tmp", "w", encoding="ascii", newline="\n") as fh:
             for row in ids:
