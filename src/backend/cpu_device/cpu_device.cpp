@@ -88,6 +88,15 @@ void CpuDevice::add(const Tensor& a, const Tensor& b, Tensor& out) {
   for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
 }
 
+void CpuDevice::add_row_vector(Tensor& x, const Tensor& v) {
+  const int64_t cols = x.ne[0], rows = x.rows();
+  const float* pv = v.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x.f32() + r * cols;
+    for (int64_t i = 0; i < cols; ++i) row[i] += pv[i];
+  }
+}
+
 void CpuDevice::scale(Tensor& x, float factor) {
   const int64_t n = x.elements();
   float* p = x.f32();

@@ -22,6 +22,7 @@ class CpuDevice final : public Device {
   Result<void> get_rows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add_row_vector(Tensor& x, const Tensor& v) override;
   void scale(Tensor& x, float factor) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;

@@ -104,6 +104,8 @@ class Device {
   // Each row of x normalised by its RMS, times weight (F32 [ne0]) when given.
   virtual void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) = 0;
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // Adds the F32 vector v [ne0] to every row of x.
+  virtual void add_row_vector(Tensor& x, const Tensor& v) = 0;
   virtual void scale(Tensor& x, float factor) = 0;
   // out = act(gate) * up, act = SiLU or GELU (tanh approximation).
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;

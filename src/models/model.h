@@ -1,0 +1,52 @@
+// A loaded model: forward over a batch of sequences, each bringing new tokens on top of what its
+// paged KV already holds. One implementation per architecture family (llama.cpp, qwen2.cpp,
+// qwen3.cpp, gemma3.cpp); load_model() picks it from general.architecture.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/device/device.h"
+#include "base/error.h"
+#include "io/gguf_file.h"
+#include "kv/kv_cache.h"
+
+namespace tern {
+
+struct SequenceBatch {
+  std::span<const int32_t> tokens;  // new tokens, at positions kv->length, kv->length + 1, ...
+  SequenceKv* kv = nullptr;         // must have room reserved for every new position
+  bool logits_for_all = false;      // logits for every new token, else only for the last one
+};
+
+struct ModelShape {
+  std::string architecture;
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab = 0;
+  int64_t context_length = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelShape& shape() const = 0;
+  // Runs the batch; appends one row of `vocab` logits per requested token to `logits` (sequence
+  // order, token order) and advances each kv->length by its new tokens.
+  virtual Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
+                               std::vector<float>& logits) = 0;
+
+  KvCacheConfig kv_config(int64_t context_tokens, TensorType type, int64_t block_size = 16) const;
+};
+
+// The model in `file`, with its weights made usable on `device` (in place on the CPU). The file
+// must outlive the model.
+Result<std::unique_ptr<Model>> load_model(const GgufFile& file, Device& device);
+
+}  // namespace tern

@@ -1,0 +1,120 @@
+#include "models/weights.h"
+
+#include <fmt/format.h>
+
+#include "backend/cpu/quant.h"
+
+namespace tern {
+
+std::string WeightLoader::layer_name(int64_t layer, const char* suffix) {
+  return fmt::format("blk.{}.{}", layer, suffix);
+}
+
+Result<Tensor> WeightLoader::place(const GgufTensor& t) {
+  Tensor out;
+  out.type = t.type;
+  for (size_t i = 0; i < t.shape.size(); ++i) out.ne[i] = static_cast<int64_t>(t.shape[i]);
+  if (device_.reads_host_memory()) {
+    out.data = const_cast<uint8_t*>(t.data);
+    return out;
+  }
+  auto buffer = device_.allocate(t.size_bytes);
+  if (!buffer) return buffer.error();
+  device_.upload(t.data, buffer->data(), t.size_bytes);
+  out.data = buffer->data();
+  owned_.push_back(std::move(*buffer));
+  return out;
+}
+
+Result<Tensor> WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
+  const GgufTensor* t = file_.find_tensor(name);
+  if (t == nullptr) return make_error("{}: tensor '{}' is missing", file_.paths()[0], name);
+  if (!cpu::is_supported(t->type)) {
+    return make_error("tensor '{}' has type {}, which Tern cannot compute with yet", name,
+                      tensor_type_name(t->type));
+  }
+  if (t->shape.size() != 2 || (cols > 0 && static_cast<int64_t>(t->shape[0]) != cols) ||
+      (rows > 0 && static_cast<int64_t>(t->shape[1]) != rows)) {
+    std::string shape =
+        t->shape.size() == 2 ? fmt::format("{} x {}", t->shape[1], t->shape[0]) : "not 2-D";
+    return make_error("tensor '{}' has shape {} (rows x cols), expected {} x {}", name, shape, rows,
+                      cols);
+  }
+  return place(*t);
+}
+
+Result<Tensor> WeightLoader::vector(const std::string& name, int64_t length, float add) {
+  const GgufTensor* t = file_.find_tensor(name);
+  if (t == nullptr) return make_error("{}: tensor '{}' is missing", file_.paths()[0], name);
+  if (static_cast<int64_t>(t->elements()) != length || !cpu::is_supported(t->type)) {
+    return make_error("tensor '{}' has {} {} elements, expected {}", name, t->elements(),
+                      tensor_type_name(t->type), length);
+  }
+  std::vector<float> values(static_cast<size_t>(length));
+  cpu::dequantize_row(t->type, t->data, values.data(), length);
+  if (add != 0.0f) {
+    for (auto& v : values) v += add;
+  }
+  auto buffer = device_.allocate(values.size() * sizeof(float));
+  if (!buffer) return buffer.error();
+  device_.upload(values.data(), buffer->data(), values.size() * sizeof(float));
+  Tensor out;
+  out.data = buffer->data();
+  out.type = TensorType::F32;
+  out.ne = {length, 1, 1, 1};
+  owned_.push_back(std::move(*buffer));
+  return out;
+}
+
+const GgufValue* ArchKeys::find(const std::string& key) const {
+  return file_.metadata().find(arch_ + "." + key);
+}
+
+Result<int64_t> ArchKeys::integer(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr) return make_error("{}: {}.{} is missing", file_.paths()[0], arch_, key);
+  if (const GgufArray* arr = v->as_array(); arr && !arr->items.empty()) {
+    // Per-layer arrays (e.g. head_count_kv): all entries must agree for the models Tern runs.
+    auto first = arr->items[0].as_int();
+    for (const auto& item : arr->items) {
+      if (item.as_int() != first)
+        return make_error("{}.{}: per-layer values differ; not supported", arch_, key);
+    }
+    if (first) return *first;
+  }
+  auto i = v->as_int();
+  if (!i)
+    return make_error("{}: {}.{} must be an integer, got {}", file_.paths()[0], arch_, key,
+                      v->to_display());
+  return *i;
+}
+
+int64_t ArchKeys::integer_or(const std::string& key, int64_t fallback) const {
+  if (find(key) == nullptr) return fallback;
+  auto i = integer(key);
+  return i ? *i : fallback;
+}
+
+Result<float> ArchKeys::number(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr) return make_error("{}: {}.{} is missing", file_.paths()[0], arch_, key);
+  auto f = v->as_float();
+  if (!f)
+    return make_error("{}: {}.{} must be a number, got {}", file_.paths()[0], arch_, key,
+                      v->to_display());
+  return static_cast<float>(*f);
+}
+
+float ArchKeys::number_or(const std::string& key, float fallback) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || !v->as_float()) return fallback;
+  return static_cast<float>(*v->as_float());
+}
+
+std::string ArchKeys::string_or(const std::string& key, const std::string& fallback) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || v->as_string() == nullptr) return fallback;
+  return *v->as_string();
+}
+
+}  // namespace tern

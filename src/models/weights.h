@@ -1,0 +1,54 @@
+// Looks up a model's tensors by their GGUF names and makes them usable on the device: in place
+// when the device reads host memory, converted to F32 for small vectors (norms, biases).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/device/device.h"
+#include "base/error.h"
+#include "io/gguf_file.h"
+
+namespace tern {
+
+class WeightLoader {
+ public:
+  WeightLoader(const GgufFile& file, Device& device) : file_(file), device_(device) {}
+
+  // A matrix used by matmul/get_rows, in its stored type. `rows`/`cols` are checked when > 0.
+  Result<Tensor> matrix(const std::string& name, int64_t rows, int64_t cols);
+  // A vector converted to F32 (norm weights, biases); `length` checked.
+  Result<Tensor> vector(const std::string& name, int64_t length, float add = 0.0f);
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+  // "blk.<layer>.<suffix>"
+  static std::string layer_name(int64_t layer, const char* suffix);
+
+  // Buffers the loader created (F32 copies); the model keeps them alive.
+  std::vector<DeviceBuffer>& owned() { return owned_; }
+
+ private:
+  Result<Tensor> place(const GgufTensor& t);
+  const GgufFile& file_;
+  Device& device_;
+  std::vector<DeviceBuffer> owned_;
+};
+
+// Typed reads of `<architecture>.<key>` metadata with clear errors.
+class ArchKeys {
+ public:
+  ArchKeys(const GgufFile& file, std::string architecture)
+      : file_(file), arch_(std::move(architecture)) {}
+  Result<int64_t> integer(const std::string& key) const;
+  int64_t integer_or(const std::string& key, int64_t fallback) const;
+  Result<float> number(const std::string& key) const;
+  float number_or(const std::string& key, float fallback) const;
+  std::string string_or(const std::string& key, const std::string& fallback) const;
+
+ private:
+  const GgufValue* find(const std::string& key) const;
+  const GgufFile& file_;
+  std::string arch_;
+};
+
+}  // namespace tern
