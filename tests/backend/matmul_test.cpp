@@ -49,8 +49,8 @@ int act_block(TensorType type) {
 }
 
 struct Reference {
-  std::vector<double> y;    // [n x rows]
-  std::vector<double> tol;  // [n x rows]
+  std::vector<double> y;        // [n x rows]
+  std::vector<double> tol;      // [n x rows]
   std::vector<double> abs_sum;  // [n x rows]: sum |w_i x_i|
 };
 
