@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   add_list_command(app, ctx);
   add_import_command(app, ctx);
   add_rm_command(app, ctx);
+  add_tokenize_command(app, ctx);
+  add_detokenize_command(app, ctx);
+  add_bench_command(app, ctx);
 
   try {
     app.parse(argc, argv);

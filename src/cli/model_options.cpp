@@ -1,0 +1,97 @@
+#include "cli/model_options.h"
+
+#include <unistd.h>
+
+#include "config/tokenizer_spec.h"
+#include "io/model_store.h"
+
+namespace tern::cli {
+
+void ModelOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("-m,--model", model, "Model name (see `tern list`) or path to a .gguf file")
+      ->capture_default_str();
+  cmd.add_option("--device", device, "Where to run: cpu")
+      ->check(CLI::IsMember({"cpu"}))
+      ->capture_default_str();
+  cmd.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd.add_option("-c,--ctx", context, "Context length in tokens (0: min(model limit, 8192))")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+      ->capture_default_str();
+  cmd.add_option("--kv-type", kv_type, "KV cache element type: f16, bf16, q8_0, f32")
+      ->check(CLI::IsMember({"f16", "bf16", "q8_0", "f32"}, CLI::ignore_case))
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<LoadedModel>> ModelOptions::load(const CommandContext& ctx,
+                                                        bool progress) const {
+  ModelStore store(ctx.global.home);
+  auto path = store.resolve_model_file(model);
+  if (!path) return path.error();
+  LoadOptions o;
+  o.device = device;
+  o.threads = threads;
+  o.context = context;
+  o.kv_type = *tensor_type_from_name(kv_type);
+  o.progress = progress && ::isatty(STDERR_FILENO);
+  return load_model_file(*path, o);
+}
+
+void SamplingOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--temp,--temperature", temperature, "Sampling temperature (0: greedy)")
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
+  cmd.add_option("--top-k", top_k, "Keep the k most likely tokens (0: off)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd.add_option("--top-p", top_p, "Nucleus sampling mass (1: off)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd.add_option("--min-p", min_p, "Drop tokens below min-p x the top probability (0: off)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd.add_option("--repeat-penalty", repeat_penalty, "Repetition penalty (1: off)")
+      ->check(CLI::Range(0.01f, 10.0f))
+      ->capture_default_str();
+  cmd.add_option("--presence-penalty", presence_penalty, "Presence penalty")
+      ->check(CLI::Range(-10.0f, 10.0f))
+      ->capture_default_str();
+  cmd.add_option("--frequency-penalty", frequency_penalty, "Frequency penalty")
+      ->check(CLI::Range(-10.0f, 10.0f))
+      ->capture_default_str();
+  cmd.add_option("--seed", seed, "Random seed (-1: random)")->capture_default_str();
+  cmd.add_option("-n,--max-tokens", max_tokens, "Most tokens to generate")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  cmd.add_option("--stop", stop, "Stop string (repeatable)");
+}
+
+GenerateOptions SamplingOptions::options() const {
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.stop = stop;
+  g.sampling.temperature = temperature;
+  g.sampling.top_k = top_k;
+  g.sampling.top_p = top_p <= 0.0f ? 1.0f : top_p;
+  g.sampling.min_p = min_p;
+  g.sampling.repetition_penalty = repeat_penalty;
+  g.sampling.presence_penalty = presence_penalty;
+  g.sampling.frequency_penalty = frequency_penalty;
+  if (seed >= 0) g.sampling.seed = static_cast<uint64_t>(seed);
+  return g;
+}
+
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const CommandContext& ctx,
+                                                  const std::string& model) {
+  ModelStore store(ctx.global.home);
+  auto path = store.resolve_model_file(model);
+  if (!path) return path.error();
+  auto file = GgufFile::open(*path);
+  if (!file) return file.error();
+  auto spec = tokenizer_spec_from_gguf(*file);
+  if (!spec) return spec.error();
+  return Tokenizer::from_spec(*spec);
+}
+
+}  // namespace tern::cli

@@ -1,0 +1,50 @@
+// The flags every command that loads a model shares: --model, --device, --threads, --ctx,
+// --kv-type; and the sampling flags of run/chat.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "cli/command.h"
+#include "engine/generator.h"
+#include "engine/loaded_model.h"
+
+namespace tern::cli {
+
+inline constexpr const char* kDefaultModel = "smollm2-135m";
+
+struct ModelOptions {
+  std::string model = kDefaultModel;
+  std::string device = "cpu";
+  size_t threads = 0;
+  int64_t context = 0;
+  std::string kv_type = "f16";
+
+  void add_to(CLI::App& cmd);
+  // Resolves the model name or path and loads it; errors are ready to print.
+  Result<std::unique_ptr<LoadedModel>> load(const CommandContext& ctx, bool progress = true) const;
+};
+
+struct SamplingOptions {
+  float temperature = 0.7f;
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int64_t seed = -1;
+  int64_t max_tokens = 1024;
+  std::vector<std::string> stop;
+
+  void add_to(CLI::App& cmd);
+  GenerateOptions options() const;
+};
+
+// Loads just the tokenizer of a model (tokenize/detokenize).
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const CommandContext& ctx,
+                                                  const std::string& model);
+
+}  // namespace tern::cli

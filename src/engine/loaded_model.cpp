@@ -1,0 +1,69 @@
+#include "engine/loaded_model.h"
+
+#include <algorithm>
+
+#include "backend/cpu_device/cpu_device.h"
+#include "base/progress_bar.h"
+#include "config/tokenizer_spec.h"
+
+namespace tern {
+namespace {
+
+// Reads every page of the weights once so the first request does not pay for page faults, and
+// shows progress while doing it (a cold 10 GB file takes a while).
+void prefetch(const GgufFile& file, bool progress) {
+  ProgressBar bar("loading " + file.paths()[0].substr(file.paths()[0].rfind('/') + 1),
+                  progress ? file.tensor_bytes() : 0);
+  uint64_t done = 0;
+  volatile uint8_t sink = 0;
+  for (const auto& t : file.tensors()) {
+    for (uint64_t i = 0; i < t.size_bytes; i += 4096) sink = static_cast<uint8_t>(sink ^ t.data[i]);
+    done += t.size_bytes;
+    if (progress) bar.update(done);
+  }
+  if (progress) bar.finish();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
+                                                     const LoadOptions& options) {
+  auto m = std::make_unique<LoadedModel>();
+  m->path = path;
+  auto file = GgufFile::open(path);
+  if (!file) return file.error();
+  m->file = std::move(*file);
+  auto info = model_info_from_gguf(m->file);
+  if (!info) return info.error();
+  m->info = *info;
+  if (options.device == "cpu") {
+    m->device = std::make_unique<CpuDevice>(options.threads);
+  } else {
+    return make_error("device '{}' is not available in this build (available: cpu)",
+                      options.device);
+  }
+  auto spec = tokenizer_spec_from_gguf(m->file);
+  if (!spec) return spec.error();
+  m->chat_template = spec->chat_template;
+  auto tokenizer = Tokenizer::from_spec(*spec);
+  if (!tokenizer) return tokenizer.error();
+  m->tokenizer = std::move(*tokenizer);
+  prefetch(m->file, options.progress);
+  auto model = load_model(m->file, *m->device);
+  if (!model) return model.error();
+  m->model = std::move(*model);
+
+  const int64_t limit = m->model->shape().context_length;
+  int64_t context = options.context > 0 ? options.context : std::min<int64_t>(limit, 8192);
+  if (context > limit) {
+    return make_error("--ctx {} is larger than the model's context length {}", context, limit);
+  }
+  if (context < 16) return make_error("--ctx {} is too small (at least 16 tokens)", context);
+  m->context = context;
+  auto cache = KvCache::create(*m->device, m->model->kv_config(context, options.kv_type));
+  if (!cache) return cache.error();
+  m->cache = std::make_unique<KvCache>(std::move(*cache));
+  return m;
+}
+
+}  // namespace tern

@@ -1,0 +1,121 @@
+#include "sample/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+namespace tern {
+
+Result<void> SamplingParams::validate(int64_t vocab) const {
+  if (!(temperature >= 0.0f) || temperature > 100.0f) {
+    return make_error("temperature must be between 0 and 100, got {}", temperature);
+  }
+  if (top_k < 0) return make_error("top_k must be >= 0, got {}", top_k);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) return make_error("top_p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0.0f && min_p <= 1.0f))
+    return make_error("min_p must be in [0, 1], got {}", min_p);
+  if (!(repetition_penalty > 0.0f)) {
+    return make_error("repetition_penalty must be > 0, got {}", repetition_penalty);
+  }
+  if (!std::isfinite(presence_penalty) || !std::isfinite(frequency_penalty)) {
+    return make_error("presence and frequency penalties must be finite");
+  }
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab)
+      return make_error("logit_bias names token {} outside the vocabulary of {}", id, vocab);
+    if (!std::isfinite(bias) && bias != -INFINITY)
+      return make_error("logit_bias for token {} is not a number", id);
+  }
+  return {};
+}
+
+Sampler::Sampler(SamplingParams params) : params_(std::move(params)) {
+  rng_.seed(params_.seed ? *params_.seed : std::random_device{}());
+}
+
+void Sampler::apply_penalties(std::vector<float>& logits, std::span<const int32_t> history) const {
+  const bool any = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                   params_.frequency_penalty != 0.0f;
+  if (any) {
+    size_t begin = 0;
+    if (params_.penalty_window > 0 &&
+        history.size() > static_cast<size_t>(params_.penalty_window)) {
+      begin = history.size() - static_cast<size_t>(params_.penalty_window);
+    }
+    std::unordered_map<int32_t, int32_t> counts;
+    for (size_t i = begin; i < history.size(); ++i) {
+      if (history[i] >= 0 && static_cast<size_t>(history[i]) < logits.size()) ++counts[history[i]];
+    }
+    for (const auto& [id, count] : counts) {
+      float& l = logits[static_cast<size_t>(id)];
+      if (params_.repetition_penalty != 1.0f) {
+        l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+      }
+      l -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count);
+    }
+  }
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] += bias;
+  }
+}
+
+int32_t Sampler::sample(std::span<const float> raw, std::span<const int32_t> history) {
+  std::vector<float> logits(raw.begin(), raw.end());
+  apply_penalties(logits, history);
+  if (params_.temperature == 0.0f) {
+    // Greedy: the first index of the maximum, as every engine breaks ties.
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  // Candidates sorted by logit; top-k first keeps the sort cheap.
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  size_t keep = order.size();
+  if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  };
+  std::partial_sort(order.begin(), order.begin() + static_cast<long>(keep), order.end(), by_logit);
+  order.resize(keep);
+  const float max_logit = logits[static_cast<size_t>(order[0])];
+  std::vector<double> probs(order.size());
+  double total = 0.0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    probs[i] = std::exp((static_cast<double>(logits[static_cast<size_t>(order[i])]) - max_logit) /
+                        static_cast<double>(params_.temperature));
+    total += probs[i];
+  }
+  for (auto& p : probs) p /= total;
+  // min-p: drop candidates below min_p times the top probability.
+  if (params_.min_p > 0.0f) {
+    const double floor = probs[0] * static_cast<double>(params_.min_p);
+    size_t n = 1;
+    while (n < probs.size() && probs[n] >= floor) ++n;
+    probs.resize(n);
+  }
+  // top-p: the smallest prefix whose mass reaches top_p.
+  if (params_.top_p < 1.0f) {
+    double mass = 0.0;
+    size_t n = 0;
+    while (n < probs.size()) {
+      mass += probs[n++];
+      if (mass >= static_cast<double>(params_.top_p)) break;
+    }
+    probs.resize(n);
+  }
+  std::discrete_distribution<size_t> pick(probs.begin(), probs.end());
+  return order[pick(rng_)];
+}
+
+std::vector<float> Sampler::log_softmax(std::span<const float> logits) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double total = 0.0;
+  for (float l : logits) total += std::exp(static_cast<double>(l - max_logit));
+  const float log_total = static_cast<float>(std::log(total)) + max_logit;
+  std::vector<float> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - log_total;
+  return out;
+}
+
+}  // namespace tern

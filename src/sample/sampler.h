@@ -1,0 +1,49 @@
+// Turns a row of logits into the next token: penalties and logit bias first, then greedy or
+// temperature sampling restricted by top-k, top-p and min-p. Seeded: the same seed and the same
+// logits give the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "base/error.h"
+
+namespace tern {
+
+struct SamplingParams {
+  float temperature = 0.0f;             // 0: greedy
+  int32_t top_k = 0;                    // 0: off
+  float top_p = 1.0f;                   // 1: off
+  float min_p = 0.0f;                   // 0: off
+  float repetition_penalty = 1.0f;      // 1: off; divides positive / multiplies negative logits
+  float presence_penalty = 0.0f;        // subtracted once from every token already seen
+  float frequency_penalty = 0.0f;       // subtracted per occurrence
+  int32_t penalty_window = 256;         // how many recent tokens the penalties look at (0: all)
+  std::map<int32_t, float> logit_bias;  // added to the logits of these ids
+  std::optional<uint64_t> seed;         // none: nondeterministic
+
+  Result<void> validate(int64_t vocab) const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams params);
+
+  const SamplingParams& params() const { return params_; }
+  // Picks a token from `logits` given the tokens so far (prompt and generated, for penalties).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The probability the sampler gave to each candidate after the last call (for logprobs).
+  // Log-softmax of the processed logits (before truncation), one per vocabulary entry.
+  static std::vector<float> log_softmax(std::span<const float> logits);
+
+ private:
+  void apply_penalties(std::vector<float>& logits, std::span<const int32_t> history) const;
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tern
