@@ -1,0 +1,43 @@
+// Writes random-weight GGUF models of real architectures and shapes (Qwen3-8B, SmolLM2, tiny
+// test shapes): the weights are random, everything else (metadata, tensor names, shapes, types,
+// a byte-level tokenizer) is what a converted model of that shape has. For speed benchmarks at
+// sizes no PyPI package ships, and for tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/tensor_type.h"
+
+namespace tern::synth {
+
+struct SyntheticShape {
+  std::string architecture = "qwen3";  // llama, qwen2, qwen3, gemma3
+  int64_t layers = 2;
+  int64_t hidden = 64;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t head_dim = 16;
+  int64_t ffn = 128;
+  int64_t vocab = 512;  // at least 262 (bytes + specials)
+  int64_t context = 4096;
+  float rope_theta = 1000000.0f;
+  bool tied_embeddings = true;
+};
+
+// "qwen3-8b", "qwen3-0.6b", "smollm2-135m", "llama3-8b", "gemma3-270m", "tiny-llama", ...
+Result<SyntheticShape> preset_shape(const std::string& name);
+std::vector<std::string> preset_names();
+
+struct SyntheticOptions {
+  std::string quantization = "F32";  // F32, F16, BF16, Q8_0, Q4_0, Q4_K_M, Q6_K
+  uint64_t seed = 1;
+  float weight_scale = 0.02f;  // std of the random weights
+};
+
+Result<void> write_synthetic_model(const std::string& path, const SyntheticShape& shape,
+                                   const SyntheticOptions& options, bool progress = false);
+
+}  // namespace tern::synth
