@@ -1,12 +1,14 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) dot kernels: one weight row . prepared activations (kernels.h).
 // Reads each weight byte once and the activation row from L1/L2; writes one float.
 // Specialised: Q8_0, Q4_0 (vpdpbusd), Q4_K, Q6_K (vpmaddubsw + vpdpwssd), F32/F16/BF16 (fp32 FMA);
-// other types fall back to AVX2/scalar. Measured on 2 Sapphire Rapids cores (4096x14336 matvec,
-// bench/results/2026-12-02-cpu-matvec.md): see the table there for the fraction of read bandwidth.
-// Built with -mavx512*: only intrinsics and this file's own internal functions are used here, so
-// no inline function compiled with these flags can leak into code that runs on other CPUs.
-// GCC 12 reports its own _mm512_undefined_* helpers (self-initialised on purpose) as
-// uninitialised once they are inlined here; the warning is about the header, not this code.
+// other types fall back to AVX2/scalar. Measured fraction of all-core read bandwidth, 2 Sapphire
+// Rapids cores, DRAM-resident 4096x4096..4096x14336 weights
+// (bench/results/2026-12-02-cpu-matvec.md, shared, noisy machine): Q4_K 0.69-0.90, Q6_K 0.90-1.0,
+// Q8_0 0.89-0.96, Q4_0 0.72-0.86, BF16 0.82-0.87. Built with -mavx512*: only intrinsics and this
+// file's own internal functions are used here, so no inline function compiled with these flags can
+// leak into code that runs on other CPUs. GCC 12 reports its own _mm512_undefined_* helpers
+// (self-initialised on purpose) as uninitialised once they are inlined here; the warning is about
+// the header, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

@@ -1,6 +1,7 @@
 // Portable dot kernels: one weight row (GGUF blocks) . prepared activations (kernels.h).
 // Reads the row once; integer sums per block, one fp32 multiply-add per (sub-)block. The
-// reference the SIMD paths are tested against; measured ~0.1 of read bandwidth (not a fast path).
+// reference the SIMD paths are tested against; single-core in-cache Q4_K 1.4, Q6_K 0.4, Q8_0 6.7,
+// BF16 3.2 GB/s, i.e. 0.05-0.6 of read bandwidth (not a fast path).
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
