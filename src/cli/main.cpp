@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_tokenize_command(app, ctx);
   add_detokenize_command(app, ctx);
   add_bench_command(app, ctx);
+  add_doctor_command(app, ctx);
 
   try {
     app.parse(argc, argv);
