@@ -1,6 +1,20 @@
 #include "base/thread_pool.h"
 
+#include <immintrin.h>
+
 namespace tern {
+namespace {
+
+constexpr int kSpinIterations = 1 << 14;  // ~100 µs of pause instructions before sleeping
+
+void run_share(const std::function<void(size_t, size_t, size_t)>& body, size_t count, size_t index,
+               size_t threads) {
+  size_t begin = count * index / threads;
+  size_t end = count * (index + 1) / threads;
+  if (begin < end) body(begin, end, index);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(size_t threads) {
   if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
@@ -8,19 +22,11 @@ ThreadPool::ThreadPool(size_t threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
+  stopping_.store(true);
+  generation_.fetch_add(1);
+  { std::lock_guard lock(mutex_); }
   work_ready_.notify_all();
   for (auto& worker : workers_) worker.join();
-}
-
-static void run_share(const std::function<void(size_t, size_t, size_t)>& body, size_t count,
-                      size_t index, size_t threads) {
-  size_t begin = count * index / threads;
-  size_t end = count * (index + 1) / threads;
-  if (begin < end) body(begin, end, index);
 }
 
 void ThreadPool::parallel_for(size_t count,
@@ -29,38 +35,37 @@ void ThreadPool::parallel_for(size_t count,
     if (count > 0) body(0, count, 0);
     return;
   }
-  {
+  body_ = &body;
+  count_ = count;
+  pending_.store(workers_.size());
+  generation_.fetch_add(1);  // publishes body_ and count_ (seq_cst)
+  if (sleeping_.load() > 0) {
     std::lock_guard lock(mutex_);
-    body_ = &body;
-    count_ = count;
-    pending_ = workers_.size();
-    ++generation_;
+    work_ready_.notify_all();
   }
-  work_ready_.notify_all();
   run_share(body, count, 0, size());
-  std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [this] { return pending_ == 0; });
+  while (pending_.load() != 0) _mm_pause();
   body_ = nullptr;
 }
 
 void ThreadPool::worker_loop(size_t index) {
-  size_t seen_generation = 0;
+  uint64_t seen = 0;
   while (true) {
-    const std::function<void(size_t, size_t, size_t)>* body = nullptr;
-    size_t count = 0;
-    {
+    int spins = 0;
+    while (generation_.load() == seen && spins < kSpinIterations) {
+      _mm_pause();
+      ++spins;
+    }
+    if (generation_.load() == seen) {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
-      if (stopping_) return;
-      seen_generation = generation_;
-      body = body_;
-      count = count_;
+      sleeping_.fetch_add(1);
+      work_ready_.wait(lock, [&] { return generation_.load() != seen; });
+      sleeping_.fetch_sub(1);
     }
-    run_share(*body, count, index, size());
-    {
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) work_done_.notify_one();
-    }
+    seen = generation_.load();
+    if (stopping_.load()) return;
+    run_share(*body_, count_, index, size());
+    pending_.fetch_sub(1);
   }
 }
 
