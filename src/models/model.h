@@ -20,6 +20,8 @@ struct SequenceBatch {
   std::span<const int32_t> tokens;  // new tokens, at positions kv->length, kv->length + 1, ...
   SequenceKv* kv = nullptr;         // must have room reserved for every new position
   bool logits_for_all = false;      // logits for every new token, else only for the last one
+  bool last_logits = true;          // logits for the last new token (a prefill chunk that does
+                                    // not reach the end of the prompt needs none)
 };
 
 struct ModelShape {

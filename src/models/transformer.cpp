@@ -18,7 +18,9 @@ ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBat
       ids.push_back(s.tokens[static_cast<size_t>(i)]);
       positions.push_back(static_cast<int32_t>(s.kv->length + i));
       slots.push_back(seq_slots[static_cast<size_t>(i)]);
-      if (s.logits_for_all || i + 1 == seq.token_count) logit_rows.push_back(tokens + i);
+      if (s.logits_for_all || (s.last_logits && i + 1 == seq.token_count)) {
+        logit_rows.push_back(tokens + i);
+      }
     }
     tokens += seq.token_count;
   }
@@ -89,6 +91,7 @@ Result<void> gated_mlp(ForwardState& st, const MlpWeights& w, Activation act, co
 Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm, float eps,
                      const Tensor& output, std::vector<float>& logits) {
   const int64_t rows = static_cast<int64_t>(st.logit_rows.size());
+  if (rows == 0) return {};
   const int64_t dim = hidden.ne[0];
   const int64_t vocab = output.rows();
   auto picked = st.scratch(rows, dim);

@@ -1,0 +1,198 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "sample/stop_matcher.h"
+
+namespace tern {
+
+std::optional<Event> EventStream::next() {
+  std::unique_lock lock(mutex_);
+  ready_.wait(lock, [&] { return !events_.empty() || final_taken_; });
+  if (events_.empty()) return std::nullopt;
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  if (e.type != Event::Type::Text) final_taken_ = true;
+  return e;
+}
+
+void EventStream::push(Event event) {
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    if (event.type != Event::Type::Text) closed_ = true;
+    events_.push_back(std::move(event));
+  }
+  ready_.notify_all();
+}
+
+Engine::Engine(LoadedModel& model, EngineOptions options)
+    : model_(model),
+      options_(options),
+      scheduler_(*model.model, *model.cache,
+                 SchedulerOptions{options.parallel, options.step_tokens, model.context}) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  shutdown();
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+namespace {
+
+// Per-request state shared by the scheduler's hooks: detokenizer, stop strings, the stream.
+struct RequestState {
+  RequestState(const Tokenizer& tok, std::vector<std::string> stops)
+      : detok(tok), stop(std::move(stops)) {}
+  StreamingDetokenizer detok;
+  StopMatcher stop;
+  std::shared_ptr<EventStream> stream;
+  GenerateOptions options;
+  int32_t top_logprobs = -1;
+  Usage usage;
+  FinishReason finish = FinishReason::Stop;
+  std::string stop_sequence;
+  bool stopped_by_string = false;
+};
+
+TokenLogprob logprob_of(const Tokenizer& tok, int32_t id, const std::vector<float>& logprobs) {
+  return {id, std::string(tok.token_bytes(id)), logprobs[static_cast<size_t>(id)]};
+}
+
+}  // namespace
+
+Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
+  const int64_t vocab = model_.model->shape().vocab;
+  TERN_TRY(request.options.sampling.validate(vocab));
+  if (request.prompt.empty()) return Error{"the prompt is empty"};
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= vocab) return make_error("prompt token {} is outside the vocabulary", id);
+  }
+  if (static_cast<int64_t>(request.prompt.size()) >= model_.context) {
+    return make_error("the prompt has {} tokens but the context holds {}", request.prompt.size(),
+                      model_.context);
+  }
+  if (request.options.max_tokens < 1) return Error{"max_tokens must be at least 1"};
+  auto stream = std::make_shared<EventStream>();
+  auto state = std::make_shared<RequestState>(*model_.tokenizer, request.options.stop);
+  state->stream = stream;
+  state->options = request.options;
+  state->top_logprobs = request.top_logprobs;
+  state->usage.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  const Tokenizer& tok = *model_.tokenizer;
+
+  SequenceRequest seq;
+  seq.prompt = std::move(request.prompt);
+  seq.sampling = request.options.sampling;
+  seq.max_tokens = request.options.max_tokens;
+  seq.hooks.cancelled = [stream] { return stream->cancelled(); };
+  seq.hooks.on_token = [state, &tok](int32_t token, std::span<const float> logits) {
+    const auto& o = state->options;
+    const bool end = !o.ignore_eos && (tok.is_end_of_generation(token) ||
+                                       std::find(o.stop_tokens.begin(), o.stop_tokens.end(),
+                                                 token) != o.stop_tokens.end());
+    if (end) return false;
+    state->usage.completion_tokens++;
+    Event e;
+    if (state->top_logprobs >= 0) {
+      auto lp = Sampler::log_softmax(logits);
+      TokenInfo info;
+      info.chosen = logprob_of(tok, token, lp);
+      std::vector<int32_t> order(lp.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+      const auto k = std::min<size_t>(static_cast<size_t>(state->top_logprobs), order.size());
+      std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
+                        [&](int32_t a, int32_t b) {
+                          return lp[static_cast<size_t>(a)] > lp[static_cast<size_t>(b)];
+                        });
+      for (size_t i = 0; i < k; ++i) info.top.push_back(logprob_of(tok, order[i], lp));
+      e.tokens.push_back(std::move(info));
+    } else {
+      e.tokens.push_back(TokenInfo{{token, {}, 0.0f}, {}});
+    }
+    auto out = state->stop.push(state->detok.push(token));
+    e.text = std::move(out.text);
+    state->stream->push(std::move(e));
+    if (out.stopped) {
+      state->stopped_by_string = true;
+      state->stop_sequence = out.matched;
+      return false;
+    }
+    return !state->stream->cancelled();
+  };
+  seq.hooks.on_admitted = [state](int64_t reused) { state->usage.cached_tokens = reused; };
+  seq.hooks.on_finish = [state](SequenceEnd end, const Error* error) {
+    if (error != nullptr) {
+      Event e;
+      e.type = Event::Type::Error;
+      e.error = error->message;
+      state->stream->push(std::move(e));
+      return;
+    }
+    if (!state->stopped_by_string) {
+      auto tail = state->stop.push(state->detok.finish());
+      std::string text = tail.text + (tail.stopped ? std::string() : state->stop.flush());
+      if (!text.empty()) {
+        Event e;
+        e.text = std::move(text);
+        state->stream->push(std::move(e));
+      }
+    }
+    Event done;
+    done.type = Event::Type::Done;
+    if (end == SequenceEnd::Cancelled || state->stream->cancelled()) {
+      done.finish = FinishReason::Cancelled;
+    } else if (end == SequenceEnd::ContextFull ||
+               (!state->stopped_by_string &&
+                state->usage.completion_tokens >= state->options.max_tokens)) {
+      done.finish = FinishReason::Length;
+    } else {
+      done.finish = FinishReason::Stop;
+    }
+    done.stop_sequence = state->stop_sequence;
+    done.usage = state->usage;
+    state->stream->push(std::move(done));
+  };
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return Error{"the engine is shutting down"};
+    incoming_.push_back(std::move(seq));
+  }
+  wake_.notify_all();
+  return stream;
+}
+
+void Engine::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !scheduler_.idle(); });
+      if (stopping_) break;
+      while (!incoming_.empty()) {
+        scheduler_.add(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+    }
+    scheduler_.step();
+  }
+  // Shutting down: every open stream gets its final event.
+  std::deque<SequenceRequest> pending;
+  {
+    std::lock_guard lock(mutex_);
+    pending.swap(incoming_);
+  }
+  for (auto& r : pending) scheduler_.add(std::move(r));
+  scheduler_.cancel_all();
+}
+
+}  // namespace tern

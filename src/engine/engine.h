@@ -1,0 +1,101 @@
+// The public C++ API of libtern for serving: submit(Request) returns an EventStream that yields
+// text as it is generated and a final event with the finish reason and usage. One loop thread
+// runs the scheduler; requests from any thread join the running batch at the next step.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/generator.h"
+#include "engine/loaded_model.h"
+#include "sched/scheduler.h"
+
+namespace tern {
+
+struct EngineOptions {
+  int64_t parallel = 4;       // sequences decoded together
+  int64_t step_tokens = 512;  // prefill chunk / token budget per step
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  GenerateOptions options;
+  int32_t top_logprobs = -1;  // -1: no logprobs; 0: the chosen token's; n: also the n best
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  std::string text;  // the token's bytes (may be a partial UTF-8 sequence)
+  float logprob = 0;
+};
+
+struct TokenInfo {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+struct Event {
+  enum class Type { Text, Done, Error };
+  Type type = Type::Text;
+  std::string text;               // Text: newly completed text (may be empty)
+  std::vector<TokenInfo> tokens;  // Text: the token(s) behind it, with logprobs when asked
+  FinishReason finish = FinishReason::Stop;  // Done
+  std::string stop_sequence;                 // Done: the stop string that ended it, if any
+  Usage usage;                               // Done
+  std::string error;                         // Error
+};
+
+class EventStream {
+ public:
+  // Blocks for the next event; nullopt once the final event has been taken.
+  std::optional<Event> next();
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+  void push(Event event);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Event> events_;
+  bool closed_ = false;
+  bool final_taken_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+class Engine {
+ public:
+  Engine(LoadedModel& model, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  LoadedModel& model() { return model_; }
+  // Validates and queues the request; errors (bad sampling values, prompt too long) come back at
+  // once instead of as a stream.
+  Result<std::shared_ptr<EventStream>> submit(Request request);
+  // Ends every stream (final events with FinishReason::Cancelled) and stops the loop.
+  void shutdown();
+
+ private:
+  void loop();
+  LoadedModel& model_;
+  EngineOptions options_;
+  Scheduler scheduler_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<SequenceRequest> incoming_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tern

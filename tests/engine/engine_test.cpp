@@ -1,0 +1,192 @@
+// The serving engine on a tiny random model: concurrent requests give exactly the tokens each
+// would get alone, a follow-up request reuses the cached prefix without changing its output,
+// cancellation and shutdown end streams with a final event, bad requests fail at submit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+
+#include "engine/engine.h"
+#include "synthetic_model.h"
+
+namespace tern {
+namespace {
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("tern-engine-" + std::to_string(::getpid()) + ".gguf"))
+                .string();
+    auto shape = synth::preset_shape("tiny-qwen3");
+    synth::SyntheticOptions o;
+    o.quantization = "Q8_0";
+    o.weight_scale = 0.1f;
+    ASSERT_TRUE(synth::write_synthetic_model(path_, *shape, o).ok());
+  }
+  static void TearDownTestSuite() { std::filesystem::remove(path_); }
+
+  std::unique_ptr<LoadedModel> load(int64_t context = 512) {
+    LoadOptions o;
+    o.threads = 2;
+    o.context = context;
+    o.progress = false;
+    auto m = load_model_file(path_, o);
+    EXPECT_TRUE(m.ok()) << m.error().message;
+    return std::move(*m);
+  }
+
+  static std::vector<int32_t> prompt(size_t n, int salt) {
+    std::vector<int32_t> p(n);
+    for (size_t i = 0; i < n; ++i)
+      p[i] = static_cast<int32_t>(32 + (i * 7 + static_cast<size_t>(salt) * 13) % 90);
+    return p;
+  }
+
+  struct Collected {
+    std::vector<int32_t> tokens;
+    std::string text;
+    Event done;
+  };
+  static Collected drain(EventStream& s) {
+    Collected c;
+    while (auto e = s.next()) {
+      if (e->type == Event::Type::Text) {
+        for (const auto& t : e->tokens) c.tokens.push_back(t.chosen.token);
+        c.text += e->text;
+      } else {
+        c.done = *e;
+      }
+    }
+    return c;
+  }
+
+  static Request greedy(std::vector<int32_t> p, int64_t n) {
+    Request r;
+    r.prompt = std::move(p);
+    r.options.max_tokens = n;
+    r.options.ignore_eos = true;
+    return r;
+  }
+
+  static std::string path_;
+};
+std::string EngineTest::path_;
+
+TEST_F(EngineTest, ConcurrentRequestsMatchSingleSequenceGeneration) {
+  auto m = load();
+  std::vector<std::vector<int32_t>> expected;
+  {
+    Generator g(*m);
+    for (int i = 0; i < 4; ++i) {
+      GenerateOptions o;
+      o.max_tokens = 12;
+      o.ignore_eos = true;
+      g.reset();
+      auto r = g.generate(prompt(5 + 9 * static_cast<size_t>(i), i), o);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      expected.push_back(r->tokens);
+    }
+  }
+  Engine engine(*m, EngineOptions{4, 16});
+  std::vector<std::shared_ptr<EventStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    auto s = engine.submit(greedy(prompt(5 + 9 * static_cast<size_t>(i), i), 12));
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    streams.push_back(*s);
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto c = drain(*streams[static_cast<size_t>(i)]);
+    EXPECT_EQ(c.tokens, expected[static_cast<size_t>(i)]) << "request " << i;
+    EXPECT_EQ(c.done.finish, FinishReason::Length);
+    EXPECT_EQ(c.done.usage.completion_tokens, 12);
+  }
+}
+
+TEST_F(EngineTest, FollowUpReusesTheCachedPrefix) {
+  auto m = load();
+  Engine engine(*m, EngineOptions{2, 64});
+  auto first_prompt = prompt(40, 3);
+  auto first = drain(**engine.submit(greedy(first_prompt, 8)));
+  EXPECT_EQ(first.done.usage.cached_tokens, 0);
+  // The next turn: the whole first exchange plus more text.
+  auto next_prompt = first_prompt;
+  next_prompt.insert(next_prompt.end(), first.tokens.begin(), first.tokens.end());
+  auto extra = prompt(10, 9);
+  next_prompt.insert(next_prompt.end(), extra.begin(), extra.end());
+  auto second = drain(**engine.submit(greedy(next_prompt, 8)));
+  EXPECT_GE(second.done.usage.cached_tokens, 40);
+
+  auto fresh_model = load();
+  Engine fresh(*fresh_model, EngineOptions{2, 64});
+  auto reference = drain(**fresh.submit(greedy(next_prompt, 8)));
+  EXPECT_EQ(reference.done.usage.cached_tokens, 0);
+  EXPECT_EQ(second.tokens, reference.tokens);
+}
+
+TEST_F(EngineTest, StopStringsEndTheStreamWithoutTheStopText) {
+  auto m = load();
+  Engine engine(*m, EngineOptions{1, 64});
+  auto all = drain(**engine.submit(greedy(prompt(12, 4), 24)));
+  ASSERT_GE(all.text.size(), 6u);
+  // Use a piece of the actual output as the stop string.
+  const std::string stop = all.text.substr(3, 2);
+  auto r = greedy(prompt(12, 4), 24);
+  r.options.stop = {stop};
+  auto stopped = drain(**engine.submit(r));
+  EXPECT_EQ(stopped.text, all.text.substr(0, all.text.find(stop)));
+  EXPECT_EQ(stopped.done.finish, FinishReason::Stop);
+  EXPECT_EQ(stopped.done.stop_sequence, stop);
+}
+
+TEST_F(EngineTest, CancelAndShutdownEndStreams) {
+  auto m = load();
+  auto engine = std::make_unique<Engine>(*m, EngineOptions{2, 64});
+  auto s = *engine->submit(greedy(prompt(8, 5), 400));
+  auto first = s->next();
+  ASSERT_TRUE(first.has_value());
+  s->cancel();
+  auto c = drain(*s);
+  EXPECT_EQ(c.done.type, Event::Type::Done);
+  EXPECT_EQ(c.done.finish, FinishReason::Cancelled);
+
+  auto long_running = *engine->submit(greedy(prompt(8, 6), 400));
+  ASSERT_TRUE(long_running->next().has_value());
+  engine->shutdown();
+  auto d = drain(*long_running);
+  EXPECT_EQ(d.done.finish, FinishReason::Cancelled);
+  EXPECT_FALSE(engine->submit(greedy(prompt(8, 6), 4)).ok());
+}
+
+TEST_F(EngineTest, BadRequestsFailAtSubmit) {
+  auto m = load(64);
+  Engine engine(*m, EngineOptions{1, 64});
+  EXPECT_FALSE(engine.submit(greedy({}, 4)).ok());
+  EXPECT_FALSE(engine.submit(greedy({999999}, 4)).ok());
+  EXPECT_FALSE(engine.submit(greedy(prompt(100, 1), 4)).ok());  // longer than the context
+  auto r = greedy(prompt(4, 1), 4);
+  r.options.sampling.temperature = -1;
+  EXPECT_FALSE(engine.submit(r).ok());
+}
+
+TEST_F(EngineTest, LogprobsAreADistribution) {
+  auto m = load();
+  Engine engine(*m, EngineOptions{1, 64});
+  auto r = greedy(prompt(6, 2), 3);
+  r.top_logprobs = 5;
+  auto s = *engine.submit(r);
+  int seen = 0;
+  while (auto e = s->next()) {
+    for (const auto& t : e->tokens) {
+      ASSERT_EQ(t.top.size(), 5u);
+      EXPECT_EQ(t.top[0].token, t.chosen.token);  // greedy picks the most likely
+      EXPECT_LE(t.chosen.logprob, 0.0f);
+      for (size_t i = 1; i < t.top.size(); ++i) EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+      ++seen;
+    }
+  }
+  EXPECT_EQ(seen, 3);
+}
+
+}  // namespace
+}  // namespace tern
