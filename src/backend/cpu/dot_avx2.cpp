@@ -1,36 +1,25 @@
 // AVX2 (+FMA, F16C) dot kernels: one weight row . prepared activations (kernels.h).
-// Reads each weight byte once; writes one float. Specialised: Q8_0, Q4_0, Q4_K, Q6_K (vpmaddubsw +
-// vpmaddwd), F32/F16/BF16 (fp32 FMA); other types use the scalar kernels. Single-core in-cache
-// throughput (Q4_K 16, Q6_K 16, Q8_0 25, Q4_0 11, BF16 22 GB/s) is above a core's share of DRAM
-// bandwidth here; the DRAM fraction was not measured (TERN_CPU_PATH=avx2 bench_cpu_matvec does).
+// Reads each weight byte once and the activation row from L1/L2; writes one float. Kernels (all
+// vpmaddubsw + vpmaddwd): Q8_0, IQ4_NL, IQ4_XS (signed levels via vpsignb), Q4_0, Q4_1, Q5_0,
+// Q5_1 (unsigned codes, offset and min through the activation block sums), Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K (per-sub-block int16 scales, mins/offsets through the 16-element bsums), F32/F16/BF16 (fp32
+// FMA). Single-core in-cache throughput and the DRAM fraction (TERN_CPU_PATH=avx2
+// bench_cpu_matvec): bench/results/2026-12-02-cpu-matvec.md.
 // Built with -mavx2: only intrinsics and this file's internal functions are used here.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/simd_util.h"
 #include "backend/quant_blocks.h"
 
 namespace tern::cpu::detail {
 namespace {
 
 using namespace tern::quant;
-
-float h2f(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
-constexpr int64_t kPrefetchBytes = 4096;  // see dot_avx512.cpp
-void prefetch_lines(const void* p, int lines) {
-  const char* c = static_cast<const char*>(p) + kPrefetchBytes;
-  for (int k = 0; k < lines; ++k) _mm_prefetch(c + 64 * k, _MM_HINT_T0);
-}
-
-float hsum(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 
 // Signed int8 . int8 over 32 lanes -> 8 int32 partial sums.
 __m256i dot_i8(__m256i w, __m256i x) {
@@ -48,7 +37,7 @@ float dot_q8_0(const void* w, const Acts& x, int64_t cols) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_i8(wv, xv)), _mm256_set1_ps(h2f(b[i].d) * x.d[i]),
                           acc);
   }
-  return hsum(acc);
+  return hsum256(acc);
 }
 
 float dot_q4_0(const void* w, const Acts& x, int64_t cols) {
@@ -68,18 +57,167 @@ float dot_q4_0(const void* w, const Acts& x, int64_t cols) {
     bias +=
         scale * static_cast<float>(x.isum[i]);  // the -8 offset: sum (q-8) x = sum q x - 8 sum x
   }
-  return hsum(acc) - 8.0f * bias;
+  return hsum256(acc) - 8.0f * bias;
 }
 
-float dot_q4_k(const void* w, const Acts& x, int64_t cols) {
-  const auto* b = static_cast<const BlockQ4_K*>(w);
+__m256i ones16() {
+  return _mm256_set1_epi16(1);
+}
+
+// Unsigned codes (0..31) . int8 activations -> 8 int32 partial sums (no saturation: 31*127*2 fits
+// in int16).
+__m256i dot_u8(__m256i u, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones16());
+}
+
+// 0xFF in byte e where bit e of the 32-bit word is set.
+__m256i bits_to_bytes(uint32_t bits) {
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(0x8040201008040201ll);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+}
+
+// Q4_1 / Q5_0 / Q5_1: x[e] = d * (u[e] - kBias) [+ m], u unsigned.
+template <typename Block, int kBias, bool kFive, bool kMin>
+float dot_unsigned32(const void* w, const Acts& x, int64_t cols) {
+  const auto* b = static_cast<const Block*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_off = 0.0f;
+  for (int64_t i = 0; i < cols / kQK; ++i) {
+    prefetch_lines(b + i, 1);
+    __m256i u = _mm256_and_si256(nibbles_raw(b[i].qs), m4);
+    if constexpr (kFive) {
+      u = _mm256_or_si256(u,
+                          _mm256_and_si256(bits_to_bytes(load_u32(b[i].qh)), _mm256_set1_epi8(16)));
+    }
+    const __m256i xv = load256(x.qs + i * kQK);
+    const float dx = x.d[i];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8(u, xv)), _mm256_set1_ps(h2f(b[i].d) * dx), acc);
+    if constexpr (kMin) {
+      acc_off += h2f(b[i].m) * dx * static_cast<float>(x.isum[i]);
+    } else {
+      acc_off -= static_cast<float>(kBias) * h2f(b[i].d) * dx * static_cast<float>(x.isum[i]);
+    }
+  }
+  return hsum256(acc) + acc_off;
+}
+
+// The 16 IQ4 levels in both 128-bit lanes (for vpshufb).
+__m256i iq4_table() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
+}
+
+float dot_iq4_nl(const void* w, const Acts& x, int64_t cols) {
+  const auto* b = static_cast<const BlockIQ4_NL*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i table = iq4_table();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < cols / kQK; ++i) {
+    prefetch_lines(b + i, 1);
+    const __m256i v = _mm256_shuffle_epi8(table, _mm256_and_si256(nibbles_raw(b[i].qs), m4));
+    const __m256i xv = load256(x.qs + i * kQK);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_i8(v, xv)), _mm256_set1_ps(h2f(b[i].d) * x.d[i]),
+                          acc);
+  }
+  return hsum256(acc);
+}
+
+float dot_iq4_xs(const void* w, const Acts& x, int64_t cols) {
+  const auto* b = static_cast<const BlockIQ4_XS*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i table = iq4_table();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < cols / kQKK; ++i) {
+    prefetch_lines(b + i, 2);
+    const int8_t* q8 = x.qs + i * kQKK;
+    __m256i sums = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i v =
+          _mm256_shuffle_epi8(table, _mm256_and_si256(nibbles_raw(b[i].qs + 16 * j), m4));
+      const __m256i xv = load256(q8 + 32 * j);
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(xv, v));
+      const int sc = iq4xs_scale(b[i].scales_l, b[i].scales_h, j);
+      sums =
+          _mm256_add_epi32(sums, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<short>(sc))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc);
+  }
+  return hsum256(acc);
+}
+
+// int16 scale s0 in lanes 0-7 and s1 in lanes 8-15.
+__m256i scale_pair(int s0, int s1) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(s0))),
+                                 _mm_set1_epi16(static_cast<short>(s1)), 1);
+}
+
+// Q2_K (kQ3 = false) and Q3_K: element e = h*128 + k*32 + l takes bits 2k..2k+1 of qs[h*32 + l];
+// Q3_K adds 4 when bit 4h+k of hmask[l] is set (codes q + 4 in 0..7; the 4 comes off with bsums).
+template <bool kQ3>
+float dot_q23_k(const void* w, const Acts& x, int64_t cols) {
+  using Block = std::conditional_t<kQ3, BlockQ3_K, BlockQ2_K>;
+  const auto* b = static_cast<const Block*>(w);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < cols / kQKK; ++i) {
+    prefetch_lines(b + i, 2);
+    alignas(16) int8_t sc[16];
+    __m256i mins16 = _mm256_setzero_si256();
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (kQ3) {
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), q3k_scales(b[i].scales));
+      hm = load256(b[i].hmask);
+    } else {
+      const __m128i packed = load128(b[i].scales);
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(packed, _mm_set1_epi8(0x0F)));
+      mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
+    }
+    const int8_t* q8 = x.qs + i * kQKK;
+    __m256i sums = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      __m256i qs = load256(b[i].qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        __m256i q = _mm256_and_si256(qs, m3);
+        qs = _mm256_srli_epi16(qs, 2);
+        if constexpr (kQ3) {
+          q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(hm, _mm256_set1_epi8(1)), 2));
+          hm = _mm256_srli_epi16(hm, 1);
+        }
+        const int j = 8 * h + 2 * k;
+        const __m256i p16 = _mm256_maddubs_epi16(q, load256(q8 + 128 * h + 32 * k));
+        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(p16, scale_pair(sc[j], sc[j + 1])));
+      }
+    }
+    const __m256i bsums = load256(x.bsums + i * 16);
+    if constexpr (kQ3) {
+      const __m256i scales16 =
+          _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+      sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 2));
+    } else {
+      acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins16)),
+                                _mm256_set1_ps(h2f(b[i].dmin) * x.d[i]), acc_min);
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc);
+  }
+  return hsum256(acc) - hsum256(acc_min);
+}
+
+// Q4_K and (kHigh) Q5_K: bit 4 of sub-block j's codes is bit j of qh[l].
+template <typename Block, bool kHigh>
+float dot_qk_affine(const void* w, const Acts& x, int64_t cols) {
+  const auto* b = static_cast<const Block*>(w);
+  const __m256i one = _mm256_set1_epi8(1);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i min_mask =
       _mm256_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128, 4,
                        -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7, -128);
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < cols / kQKK; ++i) {
-    prefetch_lines(b + i, 3);
+    prefetch_lines(b + i, static_cast<int>((sizeof(Block) + 63) / 64));
     uint32_t s[3];
     __builtin_memcpy(s, b[i].scales, 12);
     const uint32_t sc_words[2] = {s[0] & 0x3f3f3f3fu,
@@ -91,10 +229,18 @@ float dot_q4_k(const void* w, const Acts& x, int64_t cols) {
     __builtin_memcpy(sc, sc_words, 8);
     const int8_t* q8 = x.qs + i * kQKK;
     __m256i sums = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kHigh) qh = load256(b[i].qh);
     for (int c = 0; c < 4; ++c) {
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(qv, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      const __m256i qv = load256(b[i].qs + 32 * c);
+      __m256i lo = _mm256_and_si256(qv, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      if constexpr (kHigh) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+        hi = _mm256_or_si256(hi,
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+        qh = _mm256_srli_epi16(qh, 2);
+      }
       const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c));
       const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32));
       sums = _mm256_add_epi32(
@@ -109,7 +255,7 @@ float dot_q4_k(const void* w, const Acts& x, int64_t cols) {
     acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins16)),
                               _mm256_set1_ps(h2f(b[i].dmin) * x.d[i]), acc_min);
   }
-  return hsum(acc) - hsum(acc_min);
+  return hsum256(acc) - hsum256(acc_min);
 }
 
 float dot_q6_k(const void* w, const Acts& x, int64_t cols) {
@@ -152,7 +298,7 @@ float dot_q6_k(const void* w, const Acts& x, int64_t cols) {
         _mm256_sub_epi32(sums, _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc);
   }
-  return hsum(acc);
+  return hsum256(acc);
 }
 
 float f32_at(const void* w, int64_t i) {
@@ -189,7 +335,7 @@ float dot_float(const void* w, const Acts& x, int64_t cols) {
     acc0 = _mm256_fmadd_ps(Load(w, i), _mm256_loadu_ps(x.f32 + i), acc0);
     acc1 = _mm256_fmadd_ps(Load(w, i + 8), _mm256_loadu_ps(x.f32 + i + 8), acc1);
   }
-  float sum = hsum(_mm256_add_ps(acc0, acc1));
+  float sum = hsum256(_mm256_add_ps(acc0, acc1));
   for (; i < cols; ++i) sum += One(w, i) * x.f32[i];
   return sum;
 }
@@ -208,8 +354,24 @@ DotFn dot_avx2(TensorType type) {
       return dot_q4_0;
     case TensorType::Q8_0:
       return dot_q8_0;
+    case TensorType::Q4_1:
+      return dot_unsigned32<BlockQ4_1, 0, false, true>;
+    case TensorType::Q5_0:
+      return dot_unsigned32<BlockQ5_0, 16, true, false>;
+    case TensorType::Q5_1:
+      return dot_unsigned32<BlockQ5_1, 0, true, true>;
+    case TensorType::IQ4_NL:
+      return dot_iq4_nl;
+    case TensorType::Q2_K:
+      return dot_q23_k<false>;
+    case TensorType::Q3_K:
+      return dot_q23_k<true>;
     case TensorType::Q4_K:
-      return dot_q4_k;
+      return dot_qk_affine<BlockQ4_K, false>;
+    case TensorType::Q5_K:
+      return dot_qk_affine<BlockQ5_K, true>;
+    case TensorType::IQ4_XS:
+      return dot_iq4_xs;
     case TensorType::Q6_K:
       return dot_q6_k;
     default:

@@ -33,7 +33,8 @@ ActFormat act_format(TensorType type);
 // (callers then fall back to the scalar one, which exists for every supported type).
 DotFn dot_scalar(TensorType type);
 DotFn dot_avx2(TensorType type);
-DotFn dot_avx512(TensorType type);
+DotFn dot_avx512(TensorType type);    // dot_avx512_q.cpp; defers to dot_avx512_k
+DotFn dot_avx512_k(TensorType type);  // dot_avx512_k.cpp: the 256-element super-block types
 
 // Quantizes one activation row into the buffers of `out` (sized by the caller).
 void quantize_acts_q8x32(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* isum);

@@ -1,0 +1,190 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) dot kernels for the 32-element block types and the float types: one
+// weight row . prepared activations (kernels.h). Reads each weight byte once and the activation
+// row from L1/L2; writes one float.
+// Kernels: Q8_0 (|w| . sign(x, w) with vpdpbusd), Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL (codes made
+// unsigned, one 256-bit vpdpbusd per block, the offset folded in through the activation sums),
+// F32/F16/BF16 (fp32 FMA). Measured fraction of all-core read bandwidth, 2 Sapphire Rapids cores,
+// DRAM-resident 4096x4096..4096x14336 weights (bench/results/2026-12-02-cpu-matvec.md, shared,
+// noisy machine): Q8_0 0.89-0.96, Q4_0 0.72-0.86, BF16 0.82-0.87; Q4_1, Q5_0, Q5_1, IQ4_NL: see
+// the results file. Built with -mavx512*: only intrinsics and this file's own internal functions
+// are used here (simd_util.h has internal linkage). GCC 12 reports its own _mm512_undefined_*
+// helpers (self-initialised on purpose) as uninitialised once they are inlined here; the warning
+// is about the header, not this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/simd_util.h"
+#include "backend/quant_blocks.h"
+
+namespace tern::cpu::detail {
+namespace {
+
+using namespace tern::quant;
+
+// One 32-block per step with 256-bit VNNI: pairing two 34-byte blocks in a zmm measured slower.
+float dot_q8_0(const void* w, const Acts& x, int64_t cols) {
+  const auto* b = static_cast<const BlockQ8_0*>(w);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < cols / kQK; ++i) {
+    prefetch_lines(b + i, 1);
+    const __m256i wv = load256(b[i].qs);
+    const __m256i xv = load256(x.qs + i * kQK);
+    // |w| (unsigned) times x carrying w's sign.
+    const __m256i dot =
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc);
+  }
+  return hsum256(acc);
+}
+
+// The 32-block types with unsigned codes u (0..255) and x[e] = d * (u[e] - kBias) [+ m]:
+// sum_e (u - kBias) x = sum u x - kBias * isum, so each of the 8 int32 lanes of vpdpbusd starts
+// at -kBias/8 * isum. Affine types (with m) add m * d_x * isum.
+struct Q4_0Codes {
+  using Block = BlockQ4_0;
+  static constexpr int kBias = 8;
+  static constexpr bool kMin = false;
+  static __m256i codes(const Block& b) {
+    return _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F));
+  }
+};
+struct Q4_1Codes {
+  using Block = BlockQ4_1;
+  static constexpr int kBias = 0;
+  static constexpr bool kMin = true;
+  static __m256i codes(const Block& b) {
+    return _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F));
+  }
+};
+// Bit 4 of code e is bit e of qh: a byte mask adds 16 where it is set.
+template <typename B>
+__m256i five_bit_codes(const B& b) {
+  const __m256i low = _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F));
+  return _mm256_mask_add_epi8(low, static_cast<__mmask32>(load_u32(b.qh)), low,
+                              _mm256_set1_epi8(16));
+}
+struct Q5_0Codes {
+  using Block = BlockQ5_0;
+  static constexpr int kBias = 16;
+  static constexpr bool kMin = false;
+  static __m256i codes(const Block& b) { return five_bit_codes(b); }
+};
+struct Q5_1Codes {
+  using Block = BlockQ5_1;
+  static constexpr int kBias = 0;
+  static constexpr bool kMin = true;
+  static __m256i codes(const Block& b) { return five_bit_codes(b); }
+};
+// IQ4_NL: the table value plus 128 (1..241) is unsigned.
+struct IQ4_NLCodes {
+  using Block = BlockIQ4_NL;
+  static constexpr int kBias = 128;
+  static constexpr bool kMin = false;
+  static __m256i codes(const Block& b) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_add_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)), _mm_set1_epi8(-128)));
+    return _mm256_shuffle_epi8(table, _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F)));
+  }
+};
+
+template <typename C>
+float dot_unsigned32(const void* w, const Acts& x, int64_t cols) {
+  const auto* b = static_cast<const typename C::Block*>(w);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  for (int64_t i = 0; i < cols / kQK; ++i) {
+    prefetch_lines(b + i, 1);
+    const __m256i xv = load256(x.qs + i * kQK);
+    const __m256i start =
+        C::kBias == 0 ? _mm256_setzero_si256() : _mm256_set1_epi32(-(C::kBias / 8) * x.isum[i]);
+    const __m256i dot = _mm256_dpbusd_epi32(start, C::codes(b[i]), xv);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc);
+    if constexpr (C::kMin) acc_min += h2f(b[i].m) * x.d[i] * static_cast<float>(x.isum[i]);
+  }
+  return hsum256(acc) + acc_min;
+}
+
+// Float weights: 32 elements per step into two accumulators, scalar tail.
+template <typename Load>
+float dot_float(const void* w, const float* x, int64_t cols, Load load,
+                float (*one)(const void*, int64_t)) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= cols; i += 32) {
+    acc0 = _mm512_fmadd_ps(load(w, i), _mm512_loadu_ps(x + i), acc0);
+    acc1 = _mm512_fmadd_ps(load(w, i + 16), _mm512_loadu_ps(x + i + 16), acc1);
+  }
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  for (; i < cols; ++i) sum += one(w, i) * x[i];
+  return sum;
+}
+
+float f32_at(const void* w, int64_t i) {
+  return static_cast<const float*>(w)[i];
+}
+float f16_at(const void* w, int64_t i) {
+  return h2f(static_cast<const uint16_t*>(w)[i]);
+}
+float bf16_at(const void* w, int64_t i) {
+  const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(w)[i]) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+float dot_f32(const void* w, const Acts& x, int64_t cols) {
+  return dot_float(
+      w, x.f32, cols,
+      [](const void* p, int64_t i) { return _mm512_loadu_ps(static_cast<const float*>(p) + i); },
+      f32_at);
+}
+
+float dot_f16(const void* w, const Acts& x, int64_t cols) {
+  return dot_float(
+      w, x.f32, cols,
+      [](const void* p, int64_t i) {
+        return _mm512_cvtph_ps(load256(static_cast<const uint16_t*>(p) + i));
+      },
+      f16_at);
+}
+
+float dot_bf16(const void* w, const Acts& x, int64_t cols) {
+  return dot_float(
+      w, x.f32, cols,
+      [](const void* p, int64_t i) {
+        const __m256i v = load256(static_cast<const uint16_t*>(p) + i);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+      },
+      bf16_at);
+}
+
+}  // namespace
+
+DotFn dot_avx512(TensorType type) {
+  switch (type) {
+    case TensorType::F32:
+      return dot_f32;
+    case TensorType::F16:
+      return dot_f16;
+    case TensorType::BF16:
+      return dot_bf16;
+    case TensorType::Q4_0:
+      return dot_unsigned32<Q4_0Codes>;
+    case TensorType::Q4_1:
+      return dot_unsigned32<Q4_1Codes>;
+    case TensorType::Q5_0:
+      return dot_unsigned32<Q5_0Codes>;
+    case TensorType::Q5_1:
+      return dot_unsigned32<Q5_1Codes>;
+    case TensorType::IQ4_NL:
+      return dot_unsigned32<IQ4_NLCodes>;
+    case TensorType::Q8_0:
+      return dot_q8_0;
+    default:
+      return dot_avx512_k(type);
+  }
+}
+
+}  // namespace tern::cpu::detail
