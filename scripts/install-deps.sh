@@ -9,7 +9,7 @@ cd "$root"
 apt_packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev clang-format pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-  libcli11-dev libpcre2-dev libicu-dev libxxhash-dev libssl-dev libcurl4-openssl-dev
+  libcli11-dev libcpp-httplib-dev libpcre2-dev libicu-dev libxxhash-dev libssl-dev libcurl4-openssl-dev
   python3 python3-venv python3-pip
 )
 missing=()

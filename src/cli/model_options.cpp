@@ -24,8 +24,8 @@ void ModelOptions::add_to(CLI::App& cmd) {
       ->capture_default_str();
 }
 
-Result<std::unique_ptr<LoadedModel>> ModelOptions::load(const CommandContext& ctx,
-                                                        bool progress) const {
+Result<std::unique_ptr<LoadedModel>> ModelOptions::load(const CommandContext& ctx, bool progress,
+                                                        int64_t sequences) const {
   ModelStore store(ctx.global.home);
   auto path = store.resolve_model_file(model);
   if (!path) return path.error();
@@ -35,6 +35,7 @@ Result<std::unique_ptr<LoadedModel>> ModelOptions::load(const CommandContext& ct
   o.context = context;
   o.kv_type = *tensor_type_from_name(kv_type);
   o.progress = progress && ::isatty(STDERR_FILENO);
+  o.sequences = sequences;
   return load_model_file(*path, o);
 }
 

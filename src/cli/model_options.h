@@ -24,7 +24,8 @@ struct ModelOptions {
 
   void add_to(CLI::App& cmd);
   // Resolves the model name or path and loads it; errors are ready to print.
-  Result<std::unique_ptr<LoadedModel>> load(const CommandContext& ctx, bool progress = true) const;
+  Result<std::unique_ptr<LoadedModel>> load(const CommandContext& ctx, bool progress = true,
+                                            int64_t sequences = 1) const;
 };
 
 struct SamplingOptions {

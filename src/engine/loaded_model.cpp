@@ -60,7 +60,12 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
   }
   if (context < 16) return make_error("--ctx {} is too small (at least 16 tokens)", context);
   m->context = context;
-  auto cache = KvCache::create(*m->device, m->model->kv_config(context, options.kv_type));
+  if (options.sequences < 1 || options.sequences > 4096) {
+    return make_error("the number of parallel sequences must be between 1 and 4096, not {}",
+                      options.sequences);
+  }
+  auto cache = KvCache::create(*m->device,
+                               m->model->kv_config(context * options.sequences, options.kv_type));
   if (!cache) return cache.error();
   m->cache = std::make_unique<KvCache>(std::move(*cache));
   return m;

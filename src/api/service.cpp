@@ -1,0 +1,132 @@
+#include "api/service.h"
+
+#include <nlohmann/json.hpp>
+
+#include "api/errors.h"
+#include "api/openai_common.h"
+
+namespace tern::api {
+
+using nlohmann::json;
+
+HttpResponse Service::health(const HttpRequest&) {
+  HttpResponse r;
+  r.body = json{{"status", "ok"}, {"model", info_.model_name}}.dump();
+  return r;
+}
+
+HttpResponse Service::models(const HttpRequest&) {
+  const LoadedModel& m = engine_.model();
+  json entry = {{"id", info_.model_name},
+                {"object", "model"},
+                {"created", info_.created},
+                {"owned_by", "tern"},
+                {"context_length", m.context},
+                {"architecture", m.info.architecture},
+                {"quantization", m.info.quantization}};
+  HttpResponse r;
+  r.body = json{{"object", "list"}, {"data", json::array({entry})}}.dump();
+  return r;
+}
+
+// POST /v1/completions: a raw prompt (string or token ids), no chat template.
+HttpResponse Service::completions(const HttpRequest& http) {
+  json body = json::parse(http.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return error_response(ErrorFlavor::OpenAI, 400, "the request body is not a JSON object");
+  }
+  Request request;
+  if (!body.contains("prompt"))
+    return error_response(ErrorFlavor::OpenAI, 400, "'prompt' is required", "prompt");
+  const json& prompt = body["prompt"];
+  const Tokenizer& tok = *engine_.model().tokenizer;
+  if (prompt.is_string()) {
+    request.prompt = tok.encode(prompt.get<std::string>(), true, true);
+  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
+    for (const auto& id : prompt) {
+      if (!id.is_number_integer())
+        return error_response(ErrorFlavor::OpenAI, 400, "'prompt' token ids must be integers",
+                              "prompt");
+      request.prompt.push_back(id.get<int32_t>());
+    }
+  } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) {
+    request.prompt = tok.encode(prompt[0].get<std::string>(), true, true);
+  } else {
+    return error_response(ErrorFlavor::OpenAI, 400,
+                          "'prompt' must be a string, one string in an array, or token ids",
+                          "prompt");
+  }
+  if (auto ok = read_sampling(body, request, 256); !ok) {
+    return error_response(ErrorFlavor::OpenAI, 400, ok.error().message);
+  }
+  if (body.contains("logprobs") && body["logprobs"].is_number_integer()) {
+    request.top_logprobs = body["logprobs"].get<int32_t>();
+  }
+  const bool stream = body.value("stream", false);
+  const bool include_usage = body.contains("stream_options") &&
+                             body["stream_options"].is_object() &&
+                             body["stream_options"].value("include_usage", false);
+  const bool echo = body.value("echo", false);
+  std::string echo_text = echo && prompt.is_string() ? prompt.get<std::string>() : "";
+  auto submitted = engine_.submit(std::move(request));
+  if (!submitted) return error_response(ErrorFlavor::OpenAI, 400, submitted.error().message);
+  auto events = *submitted;
+  const std::string id = random_id("cmpl-");
+  const int64_t created = unix_time();
+  const std::string model = info_.model_name;
+  auto chunk = [=](const std::string& text, const json& finish) {
+    return json{
+        {"id", id},
+        {"object", "text_completion"},
+        {"created", created},
+        {"model", model},
+        {"choices",
+         json::array(
+             {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+  };
+  if (!stream) {
+    std::string text = echo_text;
+    Event done;
+    while (auto e = events->next()) {
+      if (e->type == Event::Type::Text)
+        text += e->text;
+      else
+        done = *e;
+    }
+    if (done.type == Event::Type::Error)
+      return error_response(ErrorFlavor::OpenAI, 500, done.error);
+    json out = chunk(text, openai_finish_reason(done.finish));
+    out["usage"] = openai_usage(done.usage);
+    HttpResponse r;
+    r.body = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    return r;
+  }
+  HttpResponse r;
+  r.content_type = "text/event-stream";
+  r.stream = [=](const StreamWriter& write) {
+    if (!echo_text.empty()) write(sse_event(chunk(echo_text, nullptr).dump()));
+    while (auto e = events->next()) {
+      if (e->type == Event::Type::Text) {
+        if (e->text.empty()) continue;
+        if (!write(sse_event(
+                chunk(e->text, nullptr).dump(-1, ' ', false, json::error_handler_t::replace)))) {
+          events->cancel();
+        }
+      } else if (e->type == Event::Type::Error) {
+        write(sse_event(error_json(ErrorFlavor::OpenAI, 500, e->error)));
+      } else {
+        write(sse_event(chunk("", openai_finish_reason(e->finish)).dump()));
+        if (include_usage) {
+          json u = chunk("", nullptr);
+          u["choices"] = json::array();
+          u["usage"] = openai_usage(e->usage);
+          write(sse_event(u.dump()));
+        }
+      }
+    }
+    write(sse_event("[DONE]"));
+  };
+  return r;
+}
+
+}  // namespace tern::api

@@ -1,0 +1,95 @@
+// `tern serve`: load a model and serve the OpenAI and Anthropic APIs until SIGINT/SIGTERM, then
+// stop cleanly: open streams get their final event before the server closes.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "api/openai_common.h"
+#include "api/service.h"
+#include "cli/model_options.h"
+#include "server/http_server.h"
+#include "server/routes.h"
+
+namespace tern::cli {
+
+void add_serve_command(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI and Anthropic APIs");
+  struct Args {
+    ModelOptions model;
+    std::string host = "127.0.0.1";
+    int port = 8000;
+    std::string api_key;
+    int64_t parallel = 4;
+    std::string name;
+  };
+  auto a = std::make_shared<Args>();
+  a->model.add_to(*cmd);
+  cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", a->port, "Port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", a->api_key,
+                  "Require this key (Authorization: Bearer or x-api-key); default: accept any");
+  cmd->add_option("--parallel", a->parallel, "Requests decoded together")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--served-name", a->name,
+                  "Model name reported by /v1/models (default: the model's name)");
+  cmd->callback([&ctx, a] {
+    // Signals are taken by one thread with sigwait, so every other thread runs undisturbed.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    auto loaded = a->model.load(ctx, true, a->parallel);
+    if (!loaded) {
+      ctx.exit_code = report_error(loaded.error().message);
+      return;
+    }
+    LoadedModel& m = **loaded;
+    Engine engine(m, EngineOptions{a->parallel, 512});
+    api::ServiceInfo info;
+    info.model_name = a->name.empty() ? a->model.model : a->name;
+    if (info.model_name.find('/') != std::string::npos)
+      info.model_name = m.info.name.empty() ? "tern" : m.info.name;
+    info.created = api::unix_time();
+    api::Service service(engine, info);
+    server::ServerOptions so;
+    so.host = a->host;
+    so.port = a->port;
+    so.api_key = a->api_key;
+    so.threads = static_cast<size_t>(a->parallel) * 4 + 8;
+    server::HttpServer http(so);
+    server::register_routes(http, service);
+    if (auto ok = http.bind(); !ok) {
+      ctx.exit_code = report_error(ok.error().message);
+      return;
+    }
+    const std::string url = fmt::format("http://{}:{}", a->host, http.port());
+    fmt::print("Tern is serving {} ({} {}, {} tokens of context, {} parallel) at {}/v1\n",
+               info.model_name, m.info.architecture, m.info.quantization, m.context, a->parallel,
+               url);
+    fmt::print(
+        "Try it:\n  curl {}/v1/chat/completions -H 'Content-Type: application/json' "
+        "-d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": "
+        "\"Hello!\"}}]}}'\n",
+        url, info.model_name);
+    std::fflush(stdout);
+    std::thread waiter([&] {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      fmt::print(stderr, "\nstopping (signal {})...\n", sig);
+      engine.shutdown();  // open streams end with their final event
+      http.stop();
+    });
+    http.serve();
+    // serve() also returns if the server failed; make sure the waiter can finish.
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+  });
+}
+
+}  // namespace tern::cli

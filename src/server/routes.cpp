@@ -1,0 +1,20 @@
+#include "server/routes.h"
+
+namespace tern::server {
+
+void register_routes(HttpServer& server, api::Service& service) {
+  using api::ErrorFlavor;
+  using api::HttpRequest;
+  using api::HttpResponse;
+  auto bind = [&service](HttpResponse (api::Service::*fn)(const HttpRequest&)) {
+    return [&service, fn](const HttpRequest& r) { return (service.*fn)(r); };
+  };
+  for (const std::string prefix : {"/v1", ""}) {
+    server.route("GET", prefix + "/models", ErrorFlavor::OpenAI, bind(&api::Service::models));
+    server.route("POST", prefix + "/completions", ErrorFlavor::OpenAI,
+                 bind(&api::Service::completions));
+  }
+  server.route("GET", "/health", ErrorFlavor::OpenAI, bind(&api::Service::health));
+}
+
+}  // namespace tern::server
