@@ -331,6 +331,22 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
   return file;
 }
 
+GgufFile GgufFile::from_parts(uint32_t version, GgufMetadata metadata,
+                              std::vector<GgufTensor> tensors, std::vector<std::string> paths,
+                              std::vector<std::shared_ptr<MappedFile>> maps,
+                              std::vector<std::vector<uint8_t>> owned) {
+  GgufFile file;
+  file.version_ = version;
+  file.metadata_ = std::move(metadata);
+  file.tensors_ = std::move(tensors);
+  file.paths_ = std::move(paths);
+  for (const auto& map : maps) file.total_bytes_ += map->size();
+  for (const auto& buffer : owned) file.total_bytes_ += buffer.size();
+  file.maps_ = std::move(maps);
+  file.owned_ = std::make_shared<const std::vector<std::vector<uint8_t>>>(std::move(owned));
+  return file;
+}
+
 std::optional<SplitName> parse_split_name(const std::string& path) {
   static const std::regex kPattern(R"((.*)-(\d{5})-of-(\d{5})\.gguf)");
   std::smatch m;

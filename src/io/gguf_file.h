@@ -44,6 +44,13 @@ class GgufFile {
   // Parses bytes already in memory (used by the fuzzer and tests); `label` names them in errors.
   // The bytes must outlive the returned file.
   static Result<GgufFile> parse(std::span<const uint8_t> bytes, const std::string& label);
+  // Assembles a file from parts built elsewhere (e.g. a Hugging Face safetensors directory):
+  // tensors whose data points into `maps` (kept alive here) or into `owned` buffers (moved in;
+  // shared between copies, so their addresses never change). The caller has validated them.
+  static GgufFile from_parts(uint32_t version, GgufMetadata metadata,
+                             std::vector<GgufTensor> tensors, std::vector<std::string> paths,
+                             std::vector<std::shared_ptr<MappedFile>> maps,
+                             std::vector<std::vector<uint8_t>> owned);
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
@@ -62,6 +69,7 @@ class GgufFile {
   std::vector<std::string> paths_;
   uint64_t total_bytes_ = 0;
   std::vector<std::shared_ptr<MappedFile>> maps_;
+  std::shared_ptr<const std::vector<std::vector<uint8_t>>> owned_;  // from_parts only
 };
 
 // "model-00002-of-00005.gguf" -> {prefix "model", index 2, count 5}; nullopt if not a split name.
