@@ -1,0 +1,109 @@
+#include "text/jinja/chat_template.h"
+
+#include "text/jinja/internal.h"
+
+namespace tern::jinja {
+
+struct ChatTemplate::Program {
+  Body body;
+};
+
+namespace {
+
+template <typename Json>
+Value from_json(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null:
+      return Value::none();
+    case Json::value_t::boolean:
+      return Value::boolean(j.template get<bool>());
+    case Json::value_t::number_integer:
+      return Value::integer(j.template get<int64_t>());
+    case Json::value_t::number_unsigned:
+      return Value::integer(static_cast<int64_t>(j.template get<uint64_t>()));
+    case Json::value_t::number_float:
+      return Value::floating(j.template get<double>());
+    case Json::value_t::string:
+      return Value::string(j.template get<std::string>());
+    case Json::value_t::array: {
+      List items;
+      for (const auto& e : j) items.push_back(from_json(e));
+      return Value::list(std::move(items));
+    }
+    case Json::value_t::object: {
+      Value d = Value::dict();
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        d.as_dict().items.emplace_back(Value::string(it.key()), from_json(it.value()));
+      }
+      return d;
+    }
+    default:
+      return Value::none();
+  }
+}
+
+// jinja2 resolves filter and test names when it compiles a template; so do we.
+void check_names(const Expr* e) {
+  if (!e) return;
+  if (e->kind == ExprKind::kFilter && !has_filter(e->name)) {
+    fail_at(e->loc, "no filter named '" + e->name + "'");
+  }
+  if (e->kind == ExprKind::kTest && !has_test(e->name)) {
+    fail_at(e->loc, "no test named '" + e->name + "'");
+  }
+  for (const auto& a : e->args) check_names(a.get());
+  for (const auto& kw : e->kwargs) check_names(kw.second.get());
+  check_names(e->star_args.get());
+  check_names(e->star_kwargs.get());
+}
+
+void check_names(const Body& body) {
+  for (const auto& s : body) {
+    check_names(s->expr.get());
+    check_names(s->condition.get());
+    for (const auto& [cond, b] : s->branches) {
+      check_names(cond.get());
+      check_names(b);
+    }
+    for (const auto& p : s->params) check_names(p.second.get());
+    check_names(s->body);
+    check_names(s->else_body);
+  }
+}
+
+template <typename Json>
+Result<std::string> render_impl(const ChatTemplate::Program& program, const Json& context,
+                                const RenderOptions& options) {
+  if (!context.is_object()) return make_error("chat template context must be a JSON object");
+  try {
+    Interpreter interpreter(RenderSettings{options.now});
+    return interpreter.render(program.body, from_json(context));
+  } catch (const TemplateError& e) {
+    return make_error("chat template: {}", e.what());
+  }
+}
+
+}  // namespace
+
+Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
+  try {
+    auto program = std::make_shared<Program>();
+    program->body = tern::jinja::parse(tokenize(source));
+    check_names(program->body);
+    return ChatTemplate(std::move(program));
+  } catch (const TemplateError& e) {
+    return make_error("chat template: {}", e.what());
+  }
+}
+
+Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& context,
+                                         const RenderOptions& options) const {
+  return render_impl(*program_, context, options);
+}
+
+Result<std::string> ChatTemplate::render(const nlohmann::json& context,
+                                         const RenderOptions& options) const {
+  return render_impl(*program_, context, options);
+}
+
+}  // namespace tern::jinja
