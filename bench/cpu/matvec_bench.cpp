@@ -100,14 +100,26 @@ void sanitize(TensorType type, uint8_t* data, size_t bytes) {
     for (size_t i = 0; i < bytes / 2; ++i) v[i] = static_cast<uint16_t>((v[i] & keep) | exponent);
     return;
   }
-  std::vector<int> fields;
+  std::vector<int> fields;  // byte offsets of the fp16 scales in a block
   switch (type) {
     case TensorType::Q4_0:
+    case TensorType::Q5_0:
     case TensorType::Q8_0:
+    case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS:
       fields = {0};
       break;
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
     case TensorType::Q4_K:
+    case TensorType::Q5_K:
       fields = {0, 2};
+      break;
+    case TensorType::Q2_K:
+      fields = {80, 82};
+      break;
+    case TensorType::Q3_K:
+      fields = {108};
       break;
     case TensorType::Q6_K:
       fields = {208};
@@ -160,9 +172,117 @@ void Matvec(benchmark::State& state, TensorType type) {
   state.SetLabel(std::string(tern::cpu::cpu_path_name(tern::cpu::default_cpu_path())));
 }
 
+// Cache-resident small matrices (the real models' decode): y = W x with one W reused, all threads.
+// Reports microseconds per call and weight GB/s; thread-pool dispatch and activation quantization
+// are included, as in decode.
+void MatvecHot(benchmark::State& state, TensorType type) {
+  const auto rows = state.range(0), cols = state.range(1);
+  const size_t matrix_bytes = *tern::tensor_bytes(type, static_cast<uint64_t>(rows * cols));
+  Buffer w = random_buffer(matrix_bytes);
+  auto* base = reinterpret_cast<uint8_t*>(w.words.get());
+  sanitize(type, base, matrix_bytes);
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto& v : x) v = normal(rng);
+  tern::cpu::Scratch scratch;
+  tern::cpu::KernelOptions options;
+  options.scratch = &scratch;
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = tern::cpu::matvec(type, base, rows, cols, x.data(), y.data(), pool(), options);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) state.SkipWithError(r.error().message.c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] =
+      static_cast<double>(matrix_bytes) * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.SetLabel(std::string(tern::cpu::cpu_path_name(tern::cpu::default_cpu_path())));
+}
+
+// One thread, in-cache weights (512 x 4096), rate over the thread's CPU time: the kernels' own
+// throughput, robust to other processes on a shared machine (descheduled time is not counted).
+// Includes the activation quantization of every call.
+void Kernel1T(benchmark::State& state, TensorType type) {
+  static tern::ThreadPool single(1);
+  const int64_t rows = 512, cols = 4096;
+  const size_t matrix_bytes = *tern::tensor_bytes(type, static_cast<uint64_t>(rows * cols));
+  Buffer w = random_buffer(matrix_bytes);
+  auto* base = reinterpret_cast<uint8_t*>(w.words.get());
+  sanitize(type, base, matrix_bytes);
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto& v : x) v = normal(rng);
+  tern::cpu::Scratch scratch;
+  tern::cpu::KernelOptions options;
+  options.scratch = &scratch;
+  for (auto _ : state) {
+    auto r = tern::cpu::matvec(type, base, rows, cols, x.data(), y.data(), single, options);
+    if (!r) state.SkipWithError(r.error().message.c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(matrix_bytes) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(tern::cpu::cpu_path_name(tern::cpu::default_cpu_path())));
+}
+
+// Prefill: Y[n x rows] = X[n x cols] W^T, weights cache-cold at the first activation row only.
+// Reports GFLOP/s (2 * n * rows * cols per call).
+void Matmul(benchmark::State& state, TensorType type) {
+  const auto rows = state.range(0), cols = state.range(1), n = state.range(2);
+  const size_t matrix_bytes = *tern::tensor_bytes(type, static_cast<uint64_t>(rows * cols));
+  Buffer w = random_buffer(matrix_bytes);
+  auto* base = reinterpret_cast<uint8_t*>(w.words.get());
+  sanitize(type, base, matrix_bytes);
+  std::vector<float> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto& v : x) v = normal(rng);
+  tern::cpu::Scratch scratch;
+  tern::cpu::KernelOptions options;
+  options.scratch = &scratch;
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = tern::cpu::matmul(type, base, rows, cols, x.data(), n, y.data(), pool(), options);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) state.SkipWithError(r.error().message.c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * static_cast<double>(n * rows * cols);
+  state.counters["GFLOP/s"] = flops * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.SetLabel(std::string(tern::cpu::cpu_path_name(tern::cpu::default_cpu_path())));
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   b->Args({4096, 4096})->Args({4096, 14336})->Args({14336, 4096});
   b->ArgNames({"rows", "cols"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+}
+
+void square(benchmark::internal::Benchmark* b) {
+  b->Args({4096, 4096})->ArgNames({"rows", "cols"});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+}
+
+// SmolLM2-135M (hidden 576, ffn 1536) and Gemma 3 270M (hidden 640, q 1024, ffn 2048) shapes.
+void small_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({576, 576})->Args({1536, 576})->Args({576, 1536})->Args({1024, 640})->Args({2048, 640});
+  b->Args({640, 2048})->ArgNames({"rows", "cols"})->UseRealTime()->MinTime(0.3);
+  b->Unit(benchmark::kMicrosecond);
+}
+
+// Gemma 3 270M's K-quant matrices: attn_output (Q4_K, 640 x 1024) and ffn_down (Q6_K, 640 x 2048).
+template <int kCols>
+void gemma_k_shape(benchmark::internal::Benchmark* b) {
+  b->Args({640, kCols})->ArgNames({"rows", "cols"})->UseRealTime()->MinTime(0.3);
+  b->Unit(benchmark::kMicrosecond);
+}
+
+void prefill_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({4096, 4096, 64})->Args({4096, 4096, 512})->ArgNames({"rows", "cols", "n"});
+  b->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }
 
 BENCHMARK(ReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
@@ -171,6 +291,38 @@ BENCHMARK_CAPTURE(Matvec, Q6_K, TensorType::Q6_K)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, Q8_0, TensorType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, Q4_0, TensorType::Q4_0)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, BF16, TensorType::BF16)->Apply(shapes);
+BENCHMARK_CAPTURE(Matvec, Q4_1, TensorType::Q4_1)->Apply(square);
+BENCHMARK_CAPTURE(Matvec, Q5_0, TensorType::Q5_0)->Apply(square);
+BENCHMARK_CAPTURE(Matvec, Q5_1, TensorType::Q5_1)->Apply(square);
+BENCHMARK_CAPTURE(Matvec, IQ4_NL, TensorType::IQ4_NL)->Apply(square);
+BENCHMARK_CAPTURE(Matvec, Q2_K, TensorType::Q2_K)->Apply(square);
+BENCHMARK_CAPTURE(Matvec, Q3_K, TensorType::Q3_K)->Apply(square);
+BENCHMARK_CAPTURE(Matvec, Q5_K, TensorType::Q5_K)->Apply(square);
+BENCHMARK_CAPTURE(Matvec, IQ4_XS, TensorType::IQ4_XS)->Apply(square);
+BENCHMARK_CAPTURE(MatvecHot, Q4_1, TensorType::Q4_1)->Apply(small_shapes);
+BENCHMARK_CAPTURE(MatvecHot, Q5_0, TensorType::Q5_0)->Apply(small_shapes);
+BENCHMARK_CAPTURE(MatvecHot, Q8_0, TensorType::Q8_0)->Apply(small_shapes);
+BENCHMARK_CAPTURE(MatvecHot, Q4_K, TensorType::Q4_K)->Apply(gemma_k_shape<1024>);
+BENCHMARK_CAPTURE(MatvecHot, Q6_K, TensorType::Q6_K)->Apply(gemma_k_shape<2048>);
+BENCHMARK_CAPTURE(Kernel1T, Q4_0, TensorType::Q4_0)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q4_1, TensorType::Q4_1)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q5_0, TensorType::Q5_0)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q5_1, TensorType::Q5_1)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q8_0, TensorType::Q8_0)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, IQ4_NL, TensorType::IQ4_NL)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q2_K, TensorType::Q2_K)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q3_K, TensorType::Q3_K)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q4_K, TensorType::Q4_K)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q5_K, TensorType::Q5_K)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, Q6_K, TensorType::Q6_K)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, IQ4_XS, TensorType::IQ4_XS)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
+BENCHMARK_CAPTURE(Kernel1T, BF16, TensorType::BF16)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(Matmul, Q4_K, TensorType::Q4_K)->Apply(prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, Q8_0, TensorType::Q8_0)->Apply(prefill_shapes);
 
 }  // namespace
 

@@ -36,8 +36,20 @@ DotFn dot_avx2(TensorType type);
 DotFn dot_avx512(TensorType type);    // dot_avx512_q.cpp; defers to dot_avx512_k
 DotFn dot_avx512_k(TensorType type);  // dot_avx512_k.cpp: the 256-element super-block types
 
-// Quantizes one activation row into the buffers of `out` (sized by the caller).
+// Quantizes one activation row into the given buffers (sized by the caller): d = amax / 127,
+// q = round-to-nearest-even(x * 127 / amax). The SIMD versions (acts_avx2.cpp, acts_avx512.cpp)
+// are bit-identical to these scalar ones (quantize.cpp).
 void quantize_acts_q8x32(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* isum);
 void quantize_acts_q8x256(const float* x, int64_t cols, int8_t* qs, float* d, int16_t* bsums);
+void quantize_acts_q8x32_avx2(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* isum);
+void quantize_acts_q8x256_avx2(const float* x, int64_t cols, int8_t* qs, float* d, int16_t* bsums);
+void quantize_acts_q8x32_avx512(const float* x, int64_t cols, int8_t* qs, float* d, int32_t* isum);
+void quantize_acts_q8x256_avx512(const float* x, int64_t cols, int8_t* qs, float* d,
+                                 int16_t* bsums);
+
+using QuantizeQ8x32Fn = void (*)(const float*, int64_t, int8_t*, float*, int32_t*);
+using QuantizeQ8x256Fn = void (*)(const float*, int64_t, int8_t*, float*, int16_t*);
+QuantizeQ8x32Fn quantize_acts_q8x32_fn(CpuPath path);    // matmul.cpp
+QuantizeQ8x256Fn quantize_acts_q8x256_fn(CpuPath path);  // matmul.cpp
 
 }  // namespace tern::cpu::detail

@@ -55,8 +55,8 @@ struct PreparedActs {
   }
 };
 
-PreparedActs prepare(TensorType type, const float* x, int64_t n, int64_t cols, Scratch& scratch,
-                     ThreadPool& pool) {
+PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, int64_t cols,
+                     Scratch& scratch, ThreadPool& pool) {
   PreparedActs p{detail::act_format(type), cols};
   if (p.format == ActFormat::F32) {
     p.f32 = x;
@@ -80,16 +80,18 @@ PreparedActs prepare(TensorType type, const float* x, int64_t n, int64_t cols, S
   } else {
     p.bsums = static_cast<int16_t*>(sums);
   }
+  const auto q32 = detail::quantize_acts_q8x32_fn(path);
+  const auto q256 = detail::quantize_acts_q8x256_fn(path);
   auto quantize_rows = [&](size_t begin, size_t end, size_t) {
     for (size_t j = begin; j < end; ++j) {
       const auto row = static_cast<int64_t>(j);
       Acts a = p.row(row);
       if (p.format == ActFormat::Q8x32) {
-        detail::quantize_acts_q8x32(x + row * cols, cols, const_cast<int8_t*>(a.qs),
-                                    const_cast<float*>(a.d), const_cast<int32_t*>(a.isum));
+        q32(x + row * cols, cols, const_cast<int8_t*>(a.qs), const_cast<float*>(a.d),
+            const_cast<int32_t*>(a.isum));
       } else {
-        detail::quantize_acts_q8x256(x + row * cols, cols, const_cast<int8_t*>(a.qs),
-                                     const_cast<float*>(a.d), const_cast<int16_t*>(a.bsums));
+        q256(x + row * cols, cols, const_cast<int8_t*>(a.qs), const_cast<float*>(a.d),
+             const_cast<int16_t*>(a.bsums));
       }
     }
   };
@@ -117,14 +119,38 @@ Result<void> check_shape(TensorType type, int64_t rows, int64_t cols, int64_t n)
 
 }  // namespace
 
+namespace detail {
+QuantizeQ8x32Fn quantize_acts_q8x32_fn(CpuPath path) {
+  switch (path) {
+    case CpuPath::Avx512:
+      return quantize_acts_q8x32_avx512;
+    case CpuPath::Avx2:
+      return quantize_acts_q8x32_avx2;
+    default:
+      return quantize_acts_q8x32;
+  }
+}
+QuantizeQ8x256Fn quantize_acts_q8x256_fn(CpuPath path) {
+  switch (path) {
+    case CpuPath::Avx512:
+      return quantize_acts_q8x256_avx512;
+    case CpuPath::Avx2:
+      return quantize_acts_q8x256_avx2;
+    default:
+      return quantize_acts_q8x256;
+  }
+}
+}  // namespace detail
+
 Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, const float* x,
                     int64_t n, float* y, ThreadPool& pool, const KernelOptions& options) {
   TERN_TRY(check_shape(type, rows, cols, n));
   if (rows == 0 || n == 0) return ok_result();
-  const DotFn dot = pick_kernel(type, options.path.value_or(default_cpu_path()));
+  const CpuPath path = options.path.value_or(default_cpu_path());
+  const DotFn dot = pick_kernel(type, path);
   Scratch local;
   Scratch& scratch = options.scratch ? *options.scratch : local;
-  const PreparedActs acts = prepare(type, x, n, cols, scratch, pool);
+  const PreparedActs acts = prepare(type, path, x, n, cols, scratch, pool);
   const size_t row_bytes = *tensor_bytes(type, static_cast<uint64_t>(cols));
   const auto* wbytes = static_cast<const std::byte*>(w);
 
