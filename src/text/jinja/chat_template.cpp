@@ -42,35 +42,6 @@ Value from_json(const Json& j) {
   }
 }
 
-// jinja2 resolves filter and test names when it compiles a template; so do we.
-void check_names(const Expr* e) {
-  if (!e) return;
-  if (e->kind == ExprKind::kFilter && !has_filter(e->name)) {
-    fail_at(e->loc, "no filter named '" + e->name + "'");
-  }
-  if (e->kind == ExprKind::kTest && !has_test(e->name)) {
-    fail_at(e->loc, "no test named '" + e->name + "'");
-  }
-  for (const auto& a : e->args) check_names(a.get());
-  for (const auto& kw : e->kwargs) check_names(kw.second.get());
-  check_names(e->star_args.get());
-  check_names(e->star_kwargs.get());
-}
-
-void check_names(const Body& body) {
-  for (const auto& s : body) {
-    check_names(s->expr.get());
-    check_names(s->condition.get());
-    for (const auto& [cond, b] : s->branches) {
-      check_names(cond.get());
-      check_names(b);
-    }
-    for (const auto& p : s->params) check_names(p.second.get());
-    check_names(s->body);
-    check_names(s->else_body);
-  }
-}
-
 template <typename Json>
 Result<std::string> render_impl(const ChatTemplate::Program& program, const Json& context,
                                 const RenderOptions& options) {
@@ -89,7 +60,6 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   try {
     auto program = std::make_shared<Program>();
     program->body = tern::jinja::parse(tokenize(source));
-    check_names(program->body);
     return ChatTemplate(std::move(program));
   } catch (const TemplateError& e) {
     return make_error("chat template: {}", e.what());

@@ -28,8 +28,8 @@ struct RenderOptions {
 
 class ChatTemplate {
  public:
-  // Parses a template. Fails with "line L, column C: ..." on syntax the engine does not know, and
-  // on unknown filters or tests (as jinja2 does at compile time).
+  // Parses a template. Fails with "line L, column C: ..." on syntax the engine does not know.
+  // Unknown filters and tests fail when evaluated, as in jinja2 3.1.
   static Result<ChatTemplate> parse(std::string_view source);
 
   // Renders with `context` as the template's variables (messages, tools, add_generation_prompt,

@@ -288,10 +288,7 @@ Value Interpreter::get_attr(const Value& obj, const std::string& name) {
     if (const Value* v = obj.as_dict().find(name)) return *v;
     return Value::undefined(object_name(obj) + " has no attribute '" + name + "'");
   }
-  if (obj.is_string() || obj.is_list()) {
-    Value m = get_method(obj, name);
-    if (!m.is_undefined()) return m;
-  }
+  if (obj.is_string() || obj.is_list()) return get_method(obj, name);
   return Value::undefined(object_name(obj) + " has no attribute '" + name + "'");
 }
 
@@ -537,7 +534,7 @@ Value Interpreter::make_macro(const Stmt& stmt, std::shared_ptr<Scope> closure,
                                ? in.eval(*def_expr)
                                : Value::undefined("parameter '" + pname + "' was not provided");
     }
-    scope->vars["varargs"] = Value::list(std::move(varargs));
+    scope->vars["varargs"] = Value::tuple(std::move(varargs));
     scope->vars["kwargs"] = kwargs;
     std::string out;
     in.exec(caller_body ? *caller_body : def->body, out);

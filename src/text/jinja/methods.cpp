@@ -435,14 +435,10 @@ List py_split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_
     if (!from_right) {
       for (size_t k = 0; k < m; ++k)
         out.push_back(Value::string(text(words[k].first, words[k].second)));
-      size_t e = cps.size();
-      while (e > words[m].first && is_py_space(cps[e - 1])) --e;
-      out.push_back(Value::string(text(words[m].first, e)));
+      out.push_back(Value::string(text(words[m].first, cps.size())));
     } else {
       size_t n = words.size();
-      size_t b = 0;
-      while (b < words[n - m - 1].second && is_py_space(cps[b])) ++b;
-      out.push_back(Value::string(text(b, words[n - m - 1].second)));
+      out.push_back(Value::string(text(0, words[n - m - 1].second)));
       for (size_t k = n - m; k < n; ++k)
         out.push_back(Value::string(text(words[k].first, words[k].second)));
     }

@@ -599,7 +599,7 @@ class Parser {
   }
 
   ExprPtr parse_call(ExprPtr node) {
-    auto call = make(ExprKind::kCall, peek().loc);
+    auto call = make(ExprKind::kCall, node->loc);
     call->args.push_back(std::move(node));
     parse_call_args(*call);
     return call;
