@@ -24,10 +24,11 @@ void add_import_command(CLI::App& app, CommandContext& ctx);
 void add_rm_command(CLI::App& app, CommandContext& ctx);
 void add_tokenize_command(CLI::App& app, CommandContext& ctx);
 void add_detokenize_command(CLI::App& app, CommandContext& ctx);
-void add_run_command(CLI::App& app, CommandContext& ctx);
 void add_bench_command(CLI::App& app, CommandContext& ctx);
 void add_doctor_command(CLI::App& app, CommandContext& ctx);
 void add_serve_command(CLI::App& app, CommandContext& ctx);
+void add_run_command(CLI::App& app, CommandContext& ctx);
+void add_chat_command(CLI::App& app, CommandContext& ctx);
 
 // Prints "error: message" to stderr and returns the exit status for a failure.
 int report_error(const std::string& message);

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   add_detokenize_command(app, ctx);
   add_bench_command(app, ctx);
   add_doctor_command(app, ctx);
+  add_run_command(app, ctx);
+  add_chat_command(app, ctx);
   add_serve_command(app, ctx);
 
   try {
