@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
-# The main job until the server exists: the default model, described and run.
+# The main job: serve the default model on 127.0.0.1:8000 (Ctrl-C stops it).
+# TERN_MODEL and TERN_PORT override the model and the port.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-tern="$root/build/bin/tern"
-model="${TERN_MODEL:-smollm2-135m}"
-"$tern" show "$model" | head -3
-echo
-echo "Try it:  $tern tokenize --model $model 'Hello, world!'"
-"$tern" tokenize --model "$model" "Hello, world!"
+exec "$root/build/bin/tern" serve --model "${TERN_MODEL:-smollm2-135m}" --port "${TERN_PORT:-8000}"

@@ -1,5 +1,7 @@
 #include "server/routes.h"
 
+#include "api/openai_chat.h"
+
 namespace tern::server {
 
 void register_routes(HttpServer& server, api::Service& service) {
@@ -13,6 +15,8 @@ void register_routes(HttpServer& server, api::Service& service) {
     server.route("GET", prefix + "/models", ErrorFlavor::OpenAI, bind(&api::Service::models));
     server.route("POST", prefix + "/completions", ErrorFlavor::OpenAI,
                  bind(&api::Service::completions));
+    server.route("POST", prefix + "/chat/completions", ErrorFlavor::OpenAI,
+                 [&service](const HttpRequest& r) { return api::chat_completions(service, r); });
   }
   server.route("GET", "/health", ErrorFlavor::OpenAI, bind(&api::Service::health));
 }
