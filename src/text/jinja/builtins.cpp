@@ -17,16 +17,10 @@ const Value& need_arg(const CallArgs& a, const char* test) {
   return a.positional[0];
 }
 
+// Python's str.isupper()/islower(): every cased character in that case, and at least one.
 bool all_cased(const std::string& s, bool upper) {
-  bool any = false;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (std::isalpha(c)) {
-      any = true;
-      if (upper ? std::islower(c) : std::isupper(c)) return false;
-    }
-  }
-  return any;
+  std::string up = py_upper(s), low = py_lower(s);
+  return upper ? (up == s && low != s) : (low == s && up != s);
 }
 
 const std::unordered_map<std::string, TestFn>& tests() {

@@ -626,9 +626,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     f["wordcount"] = [](Interpreter&, const Value& v, const CallArgs&) {
       int64_t n = 0;
       bool in_word = false;
-      for (char ch : v.str()) {
-        auto c = static_cast<unsigned char>(ch);
-        bool w = std::isalnum(c) || c == '_' || c >= 0x80;
+      for (uint32_t c : utf8_decode(v.str())) {
+        bool w = is_word_char(c);
         if (w && !in_word) ++n;
         in_word = w;
       }

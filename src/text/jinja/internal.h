@@ -177,6 +177,7 @@ Value get_method(const Value& obj, const std::string& name);  // undefined when 
 
 // string helpers (methods.cpp)
 std::string py_strip(std::string_view s, const Value* chars, bool left, bool right);
+bool is_word_char(uint32_t c);  // a character of regex class \w (Python, Unicode)
 std::string py_upper(std::string_view s);
 std::string py_lower(std::string_view s);
 std::string py_capitalize(std::string_view s);

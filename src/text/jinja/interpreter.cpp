@@ -185,10 +185,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (numbers) return number_result(fl, a.as_float() + b.as_float(), a.as_int() + b.as_int());
     if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
-    if (a.is_list() && b.is_list()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-      return Value::list(std::move(out));
+      return a.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     if (a.is_string() || b.is_string()) {
       throw TemplateError("can only concatenate str (not \"" + (a.is_string() ? b : a).type_name() +

@@ -11,21 +11,6 @@
 namespace tern::jinja {
 namespace {
 
-std::vector<uint32_t> decode(std::string_view s) {
-  std::vector<uint32_t> out;
-  for (auto ch : utf8_chars(s)) {
-    auto c = static_cast<unsigned char>(ch[0]);
-    uint32_t cp = ch.size() == 1 ? c
-                                 : c & (ch.size() == 2   ? 0x1Fu
-                                        : ch.size() == 3 ? 0x0Fu
-                                                         : 0x07u);
-    for (size_t k = 1; k < ch.size(); ++k)
-      cp = (cp << 6) | (static_cast<unsigned char>(ch[k]) & 0x3F);
-    out.push_back(cp);
-  }
-  return out;
-}
-
 bool is_py_space(uint32_t c) {
   return (c >= 9 && c <= 13) || (c >= 28 && c <= 32) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
@@ -211,16 +196,11 @@ Value string_method(const Value& self, const std::string& name) {
       const std::string& str = s.as_string();
       if (str.empty()) return Value::boolean(false);
       if (name == "isupper" || name == "islower") {
-        bool any = false;
-        for (char ch : str) {
-          auto c = static_cast<unsigned char>(ch);
-          if (!std::isalpha(c)) continue;
-          any = true;
-          if (name == "isupper" ? std::islower(c) : std::isupper(c)) return Value::boolean(false);
-        }
-        return Value::boolean(any);
+        std::string up = py_upper(str), low = py_lower(str);
+        return Value::boolean(name == "isupper" ? (up == str && low != str)
+                                                : (low == str && up != str));
       }
-      for (uint32_t c : decode(str)) {
+      for (uint32_t c : utf8_decode(str)) {
         bool ok = name == "isspace"   ? is_py_space(c)
                   : name == "isdigit" ? (c >= '0' && c <= '9')
                   : name == "isalpha" ? (c >= 0x80 || std::isalpha(static_cast<int>(c)))
@@ -326,12 +306,12 @@ Value get_method(const Value& obj, const std::string& name) {
 std::string py_strip(std::string_view s, const Value* chars, bool left, bool right) {
   std::vector<uint32_t> set;
   bool whitespace = !chars || chars->is_none() || chars->is_undefined();
-  if (!whitespace) set = decode(chars->str());
+  if (!whitespace) set = utf8_decode(chars->str());
   auto strip_it = [&](uint32_t c) {
     return whitespace ? is_py_space(c) : std::find(set.begin(), set.end(), c) != set.end();
   };
   auto pieces = utf8_chars(s);
-  auto cps = decode(s);
+  auto cps = utf8_decode(s);
   size_t b = 0, e = cps.size();
   if (left) {
     while (b < e && strip_it(cps[b])) ++b;
@@ -344,36 +324,103 @@ std::string py_strip(std::string_view s, const Value* chars, bool left, bool rig
   return out;
 }
 
-std::string py_upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+namespace {
+
+// Simple Unicode case mapping for the scripts chat text commonly holds: ASCII, Latin-1,
+// Latin Extended-A, Greek and Cyrillic (Python maps every script; others pass through).
+uint32_t to_upper_cp(uint32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if (c < 0x80) return c;
+  if (c == 0xB5) return 0x39C;
+  if (c == 0xFF) return 0x178;
+  if (c >= 0xE0 && c <= 0xFE && c != 0xF7) return c - 32;
+  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+      c != 0x17F) {
+    bool odd_is_lower = (c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177);
+    if (odd_is_lower) return (c & 1) ? c - 1 : c;
+    return (c & 1) ? c : c - 1;  // 0x139-0x148 and 0x179-0x17E: even code points are lower
+  }
+  if (c == 0x3C2) return 0x3A3;
+  if (c >= 0x3B1 && c <= 0x3C9) return c - 32;
+  if (c >= 0x430 && c <= 0x44F) return c - 32;
+  if (c >= 0x450 && c <= 0x45F) return c - 80;
+  return c;
+}
+
+uint32_t to_lower_cp(uint32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if (c < 0x80) return c;
+  if (c == 0x178) return 0xFF;
+  if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
+  if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
+      c != 0x17F) {
+    bool odd_is_lower = (c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177);
+    if (odd_is_lower) return (c & 1) ? c : c + 1;
+    return (c & 1) ? c + 1 : c;
+  }
+  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+  if (c >= 0x410 && c <= 0x42F) return c + 32;
+  if (c >= 0x400 && c <= 0x40F) return c + 80;
+  return c;
+}
+
+bool is_cased_letter(uint32_t c) {
+  return to_upper_cp(c) != c || to_lower_cp(c) != c || c == 0xDF;
+}
+
+std::string map_case(std::string_view s, bool upper) {
+  std::string out;
+  out.reserve(s.size());
+  for (uint32_t c : utf8_decode(s)) {
+    if (upper && c == 0xDF) {
+      out += "SS";
+    } else {
+      append_utf8(out, upper ? to_upper_cp(c) : to_lower_cp(c));
+    }
   }
   return out;
+}
+
+}  // namespace
+
+bool is_word_char(uint32_t c) {
+  if (c < 0x80) return std::isalnum(static_cast<int>(c)) || c == '_';
+  if (c <= 0xBF)
+    return c == 0xAA || c == 0xB5 || c == 0xBA || c == 0xB2 || c == 0xB3 || c == 0xB9 ||
+           (c >= 0xBC && c <= 0xBE);
+  if (c == 0xD7 || c == 0xF7) return false;
+  if (c >= 0x2000 && c <= 0x2BFF) return false;  // punctuation, symbols, arrows, dingbats
+  if (c >= 0x3000 && c <= 0x303F) return false;  // CJK punctuation
+  if (c >= 0xFE30 && c <= 0xFE4F) return false;
+  if (c >= 0xFF00 && c <= 0xFF0F) return false;
+  if (c >= 0x1F000 && c <= 0x1FAFF) return false;  // emoji
+  return !is_py_space(c);
+}
+
+std::string py_upper(std::string_view s) {
+  return map_case(s, true);
 }
 
 std::string py_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
+  return map_case(s, false);
 }
 
 std::string py_capitalize(std::string_view s) {
-  std::string out = py_lower(s);
-  if (!out.empty()) out[0] = py_upper(out.substr(0, 1))[0];
+  auto chars = utf8_chars(s);
+  if (chars.empty()) return "";
+  std::string out = py_upper(chars[0]);
+  out += py_lower(s.substr(chars[0].size()));
   return out;
 }
 
 std::string py_title(std::string_view s) {
-  std::string out(s);
+  std::string out;
   bool prev_cased = false;
-  for (char& c : out) {
-    auto u = static_cast<unsigned char>(c);
-    bool alpha = std::isalpha(u) != 0;
-    if (alpha) c = static_cast<char>(prev_cased ? std::tolower(u) : std::toupper(u));
-    prev_cased = alpha;
+  for (auto ch : utf8_chars(s)) {
+    uint32_t c = utf8_decode(ch)[0];
+    bool cased = is_cased_letter(c);
+    out += cased ? (prev_cased ? py_lower(ch) : py_upper(ch)) : std::string(ch);
+    prev_cased = cased;
   }
   return out;
 }
@@ -412,7 +459,7 @@ List py_split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_
   if (!sep || sep->is_none()) {
     // Runs of whitespace separate; leading/trailing whitespace yields no empty strings.
     auto pieces = utf8_chars(s);
-    auto cps = decode(s);
+    auto cps = utf8_decode(s);
     std::vector<std::pair<size_t, size_t>> words;  // code-point ranges
     size_t i = 0;
     while (i < cps.size()) {

@@ -136,7 +136,7 @@ std::string python_float_repr(double value) {
     if (sci[i] != '.') digits += sci[i];
   }
   std::string out = negative ? "-" : "";
-  if (exponent >= -5 && exponent < 16) {
+  if (exponent >= -4 && exponent < 16) {
     if (exponent < 0) {
       out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
     } else {
@@ -169,6 +169,39 @@ std::vector<std::string_view> utf8_chars(std::string_view s) {
     if (i + n > s.size()) n = s.size() - i;
     out.push_back(s.substr(i, n));
     i += n;
+  }
+  return out;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+std::vector<uint32_t> utf8_decode(std::string_view s) {
+  std::vector<uint32_t> out;
+  for (auto ch : utf8_chars(s)) {
+    auto c = static_cast<unsigned char>(ch[0]);
+    uint32_t cp = ch.size() == 1 ? c
+                                 : c & (ch.size() == 2   ? 0x1Fu
+                                        : ch.size() == 3 ? 0x0Fu
+                                                         : 0x07u);
+    for (size_t k = 1; k < ch.size(); ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(ch[k]) & 0x3F);
+    out.push_back(cp);
   }
   return out;
 }

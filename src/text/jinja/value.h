@@ -133,5 +133,7 @@ std::string python_string_repr(std::string_view s);
 // UTF-8 helpers: strings are indexed, sliced and measured by code points, as in Python.
 std::vector<std::string_view> utf8_chars(std::string_view s);
 size_t utf8_length(std::string_view s);
+std::vector<uint32_t> utf8_decode(std::string_view s);
+void append_utf8(std::string& out, uint32_t cp);
 
 }  // namespace tern::jinja
