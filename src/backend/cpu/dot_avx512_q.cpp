@@ -23,47 +23,57 @@ namespace {
 
 using namespace tern::quant;
 
-// One 32-block per step with 256-bit VNNI: pairing two 34-byte blocks in a zmm measured slower.
+// One 32-block per 256-bit VNNI step (pairing two 34-byte blocks in a zmm measured slower), two
+// blocks per loop iteration into two accumulators.
 float dot_q8_0(const void* w, const Acts& x, int64_t cols) {
   const auto* b = static_cast<const BlockQ8_0*>(w);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < cols / kQK; ++i) {
-    prefetch_lines(b + i, 1);
+  const int64_t nb = cols / kQK;
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  auto step = [&](int64_t i, int k) {
     const __m256i wv = load256(b[i].qs);
     const __m256i xv = load256(x.qs + i * kQK);
     // |w| (unsigned) times x carrying w's sign.
     const __m256i dot =
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc);
+    acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc[k]);
+  };
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    prefetch_lines(b + i, 2);
+    step(i, 0);
+    step(i + 1, 1);
   }
-  return hsum256(acc);
+  if (i < nb) step(i, 0);
+  return hsum256(_mm256_add_ps(acc[0], acc[1]));
+}
+
+// [low nibbles | high nibbles] of 16 qs bytes, masked to 0..15, without a shuffle-port insert.
+__m256i nibble_codes(const uint8_t* qs) {
+  const __m256i q = _mm256_broadcastsi128_si256(load128(qs));
+  return _mm256_and_si256(_mm256_mask_srli_epi16(q, 0xFF00, q, 4), _mm256_set1_epi8(0x0F));
 }
 
 // The 32-block types with unsigned codes u (0..255) and x[e] = d * (u[e] - kBias) [+ m]:
-// sum_e (u - kBias) x = sum u x - kBias * isum, so each of the 8 int32 lanes of vpdpbusd starts
-// at -kBias/8 * isum. Affine types (with m) add m * d_x * isum.
+// sum_e (u - kBias) x = sum u x - kBias * isum; affine types (with m) add m * d_x * isum.
 struct Q4_0Codes {
   using Block = BlockQ4_0;
   static constexpr int kBias = 8;
   static constexpr bool kMin = false;
-  static __m256i codes(const Block& b) {
-    return _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F));
-  }
+  static __m256i codes(const Block& b) { return nibble_codes(b.qs); }
 };
 struct Q4_1Codes {
   using Block = BlockQ4_1;
   static constexpr int kBias = 0;
   static constexpr bool kMin = true;
-  static __m256i codes(const Block& b) {
-    return _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F));
-  }
+  static __m256i codes(const Block& b) { return nibble_codes(b.qs); }
 };
-// Bit 4 of code e is bit e of qh: a byte mask adds 16 where it is set.
+// Bit 4 of code e is bit e of qh: a byte mask (loaded straight into a mask register) adds 16.
 template <typename B>
 __m256i five_bit_codes(const B& b) {
-  const __m256i low = _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F));
-  return _mm256_mask_add_epi8(low, static_cast<__mmask32>(load_u32(b.qh)), low,
-                              _mm256_set1_epi8(16));
+  const __m256i low = nibble_codes(b.qs);
+  __mmask32 high;
+  __builtin_memcpy(&high, b.qh, 4);
+  return _mm256_mask_add_epi8(low, high, low, _mm256_set1_epi8(16));
 }
 struct Q5_0Codes {
   using Block = BlockQ5_0;
@@ -85,25 +95,46 @@ struct IQ4_NLCodes {
   static __m256i codes(const Block& b) {
     const __m256i table = _mm256_broadcastsi128_si256(_mm_add_epi8(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)), _mm_set1_epi8(-128)));
-    return _mm256_shuffle_epi8(table, _mm256_and_si256(nibbles_raw(b.qs), _mm256_set1_epi8(0x0F)));
+    return _mm256_shuffle_epi8(table, nibble_codes(b.qs));
   }
 };
 
+// The scale work is what bounds these kernels (the integer part is 4 uops per block): fp16 d
+// (and m) are converted with one vcvtph2ps and multiplied by the activation pair {d_x, d_x * isum}
+// (Acts::ds), which gives the block scale in lane 0 and the offset (bias types: d * d_x * isum) or
+// min (affine types: m * d_x * isum) term in lane 1, accumulated in an xmm without int->float work.
+// Two blocks per iteration, two accumulators.
 template <typename C>
 float dot_unsigned32(const void* w, const Acts& x, int64_t cols) {
   const auto* b = static_cast<const typename C::Block*>(w);
-  __m256 acc = _mm256_setzero_ps();
-  float acc_min = 0.0f;
-  for (int64_t i = 0; i < cols / kQK; ++i) {
+  const int64_t nb = cols / kQK;
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m128 acc_off = _mm_setzero_ps();
+  auto step = [&](int64_t i, int k) {
+    const __m256i dot =
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), C::codes(b[i]), load256(x.qs + i * kQK));
+    __m128 dm;  // {d, d} or {d, m}
+    if constexpr (C::kMin) {
+      dm = _mm_cvtph_ps(
+          _mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(&b[i])))));
+    } else {
+      dm = _mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(b[i].d)));
+    }
+    const __m128 ds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.ds + 2 * i)));
+    const __m128 prod = _mm_mul_ps(dm, ds);  // {d * d_x, (d or m) * d_x * isum}
+    acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcastss_ps(prod), acc[k]);
+    acc_off = _mm_add_ps(acc_off, prod);
+  };
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
     prefetch_lines(b + i, 1);
-    const __m256i xv = load256(x.qs + i * kQK);
-    const __m256i start =
-        C::kBias == 0 ? _mm256_setzero_si256() : _mm256_set1_epi32(-(C::kBias / 8) * x.isum[i]);
-    const __m256i dot = _mm256_dpbusd_epi32(start, C::codes(b[i]), xv);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(h2f(b[i].d) * x.d[i]), acc);
-    if constexpr (C::kMin) acc_min += h2f(b[i].m) * x.d[i] * static_cast<float>(x.isum[i]);
+    step(i, 0);
+    step(i + 1, 1);
   }
-  return hsum256(acc) + acc_min;
+  if (i < nb) step(i, 0);
+  const float off = _mm_cvtss_f32(_mm_movehdup_ps(acc_off));
+  const float dots = hsum256(_mm256_add_ps(acc[0], acc[1]));
+  return C::kMin ? dots + off : dots - static_cast<float>(C::kBias) * off;
 }
 
 // Float weights: 32 elements per step into two accumulators, scalar tail.

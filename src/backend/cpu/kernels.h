@@ -13,7 +13,8 @@ namespace tern::cpu::detail {
 enum class ActFormat { F32, Q8x32, Q8x256 };
 
 // Quantized activations of one row of `cols` values.
-//   Q8x32:  qs[cols] int8, d[cols/32] fp32 scales, isum[cols/32] = sum of the block's qs.
+//   Q8x32:  qs[cols] int8, d[cols/32] fp32 scales, isum[cols/32] = sum of the block's qs,
+//           ds[2 * cols/32] = {d, d * isum} per block (fp32; read by the AVX-512 kernels).
 //   Q8x256: qs[cols] int8, d[cols/256] fp32 scales, bsums[cols/16] = sums of 16 consecutive qs.
 //   F32:    f32[cols].
 struct Acts {
@@ -21,6 +22,7 @@ struct Acts {
   const int8_t* qs = nullptr;
   const float* d = nullptr;
   const int32_t* isum = nullptr;
+  const float* ds = nullptr;
   const int16_t* bsums = nullptr;
 };
 

@@ -36,6 +36,7 @@ struct PreparedActs {
   int8_t* qs = nullptr;
   float* d = nullptr;
   int32_t* isum = nullptr;
+  float* ds = nullptr;
   int16_t* bsums = nullptr;
 
   Acts row(int64_t j) const {
@@ -46,6 +47,7 @@ struct PreparedActs {
       a.qs = qs + j * cols;
       a.d = d + j * (cols / 32);
       a.isum = isum + j * (cols / 32);
+      a.ds = ds + j * (cols / 32) * 2;
     } else {
       a.qs = qs + j * cols;
       a.d = d + j * (cols / 256);
@@ -66,9 +68,11 @@ PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, i
   const size_t block = p.format == ActFormat::Q8x32 ? 32 : 256;
   const size_t qs_bytes = align64(un * ucols);
   const size_t d_bytes = align64(un * (ucols / block) * sizeof(float));
-  const size_t sum_bytes = p.format == ActFormat::Q8x32 ? un * (ucols / 32) * sizeof(int32_t)
-                                                        : un * (ucols / 16) * sizeof(int16_t);
-  const size_t total = qs_bytes + d_bytes + sum_bytes + 64;
+  const size_t sum_bytes =
+      align64(p.format == ActFormat::Q8x32 ? un * (ucols / 32) * sizeof(int32_t)
+                                           : un * (ucols / 16) * sizeof(int16_t));
+  const size_t ds_bytes = p.format == ActFormat::Q8x32 ? un * (ucols / 32) * 2 * sizeof(float) : 0;
+  const size_t total = qs_bytes + d_bytes + sum_bytes + ds_bytes + 64;
   if (scratch.bytes.size() < total) scratch.bytes.resize(total);
   auto base = reinterpret_cast<uintptr_t>(scratch.bytes.data());
   std::byte* start = scratch.bytes.data() + (align64(base) - base);
@@ -77,6 +81,7 @@ PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, i
   void* sums = start + qs_bytes + d_bytes;
   if (p.format == ActFormat::Q8x32) {
     p.isum = static_cast<int32_t*>(sums);
+    p.ds = reinterpret_cast<float*>(start + qs_bytes + d_bytes + sum_bytes);
   } else {
     p.bsums = static_cast<int16_t*>(sums);
   }
@@ -89,6 +94,11 @@ PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, i
       if (p.format == ActFormat::Q8x32) {
         q32(x + row * cols, cols, const_cast<int8_t*>(a.qs), const_cast<float*>(a.d),
             const_cast<int32_t*>(a.isum));
+        auto* ds = const_cast<float*>(a.ds);
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          ds[2 * b] = a.d[b];
+          ds[2 * b + 1] = a.d[b] * static_cast<float>(a.isum[b]);
+        }
       } else {
         q256(x + row * cols, cols, const_cast<int8_t*>(a.qs), const_cast<float*>(a.d),
              const_cast<int16_t*>(a.bsums));
