@@ -135,6 +135,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_statement() {
+    DepthGuard guard(*this);
     Location begin = next().loc;  // '{%'
     if (peek().kind != TokenKind::kName) unexpected("a statement name");
     const Token& name_token = next();
@@ -278,7 +279,20 @@ class Parser {
     return t;
   }
 
+  // Bounds recursion so that hostile nesting fails with an error instead of exhausting the stack.
+  struct DepthGuard {
+    Parser& p;
+    explicit DepthGuard(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxDepth) fail_at(p.peek().loc, "template nested too deeply");
+    }
+    ~DepthGuard() { --p.depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+  };
+  static constexpr int kMaxDepth = 200;
+
   ExprPtr parse_expression(bool with_condexpr) {
+    DepthGuard guard(*this);
     return with_condexpr ? parse_condexpr() : parse_or();
   }
 
@@ -404,6 +418,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    DepthGuard guard(*this);
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -662,6 +677,7 @@ class Parser {
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -124,4 +124,45 @@ TEST(JinjaSemantics, TemplatesAreReusableAndIndependent) {
   EXPECT_EQ(t->render(ordered_json{{"xs", {5}}}).value(), "5");
 }
 
+TEST(JinjaSemantics, HostileNestingFailsCleanly) {
+  EXPECT_EQ(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}")
+                .rfind("ERROR: ", 0),
+            0u);
+  EXPECT_EQ(render("{{ " + std::string(5000, '-') + "1 }}").rfind("ERROR: ", 0), 0u);
+  std::string deep_ifs;
+  for (int i = 0; i < 3000; ++i) deep_ifs += "{% if true %}";
+  EXPECT_EQ(render(deep_ifs).rfind("ERROR: ", 0), 0u);
+  EXPECT_EQ(render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").rfind("ERROR: ", 0), 0u);
+  EXPECT_EQ(render(std::string(100, '(') + "1" + std::string(100, ')')),
+            std::string(100, '(') + "1" + std::string(100, ')'));  // plain text
+}
+
+// Every prefix of every real template (cut each 37 bytes) either parses or fails with an error;
+// whatever parses renders or fails with an error. Nothing crashes.
+TEST(JinjaSemantics, TruncatedRealTemplatesFailCleanly) {
+  fs::path dir = fs::path(TERN_TEST_DATA_DIR) / "chat-templates" / "templates";
+  ordered_json ctx = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                      {"add_generation_prompt", true},
+                      {"tools", nullptr}};
+  int parsed = 0, failed = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::string source = read_file(entry.path());
+    for (size_t cut = 0; cut < source.size(); cut += 37) {
+      auto t = ChatTemplate::parse(std::string_view(source).substr(0, cut));
+      if (!t.ok()) {
+        EXPECT_FALSE(t.error().message.empty());
+        ++failed;
+        continue;
+      }
+      ++parsed;
+      auto r = t->render(ctx, pinned());
+      if (!r.ok()) {
+        EXPECT_FALSE(r.error().message.empty());
+      }
+    }
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(failed, 0);
+}
+
 }  // namespace
