@@ -18,6 +18,8 @@
 #include "engine/hf_import.h"
 #include "io/safetensors.h"
 #include "models/model.h"
+#include "text/pretokenizer.h"
+#include "text/tokenizer.h"
 
 namespace tern {
 namespace {
@@ -419,6 +421,99 @@ TEST(HfModel, BadDirectoriesGiveErrorsThatNameTheProblem) {
   write_text(empty.path() / "config.json", "{}");
   EXPECT_FALSE(open_hf_model(empty.path().string()).ok());
   EXPECT_FALSE(open_hf_model((empty.path() / "nope").string()).ok());
+}
+
+// A byte-level BPE tokenizer.json in the Qwen2 layout: 26 letters, the space, a few merges and
+// two added tokens.
+json tiny_tokenizer_json() {
+  json vocab = json::object();
+  int id = 0;
+  for (char ch = 'a'; ch <= 'z'; ++ch) vocab[std::string(1, ch)] = id++;
+  vocab["\u0120"] = id++;  // "Ġ", the byte-level space
+  const std::vector<std::string> merges = {"h e",        "l l",         "he ll",
+                                           "hell o",     "\u0120 w",    "o r",
+                                           "\u0120w or", "\u0120wor l", "\u0120worl d"};
+  for (const std::string& m : merges) {
+    std::string joined = m;
+    joined.erase(joined.find(' '), 1);
+    vocab[joined] = id++;
+  }
+  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}},
+          {"added_tokens",
+           {{{"id", 40}, {"content", "<|endoftext|>"}, {"special", true}},
+            {{"id", 41}, {"content", "<|im_start|>"}, {"special", true}},
+            {{"id", 42}, {"content", "<think>"}, {"special", false}}}},
+          {"normalizer", {{"type", "NFC"}}},
+          {"pre_tokenizer",
+           {{"type", "Sequence"},
+            {"pretokenizers",
+             {{{"type", "Split"},
+               {"pattern", {{"Regex", text::patterns::kQwen2}}},
+               {"behavior", "Isolated"},
+               {"invert", false}},
+              {{"type", "ByteLevel"},
+               {"add_prefix_space", false},
+               {"trim_offsets", false},
+               {"use_regex", false}}}}}},
+          {"decoder", {{"type", "ByteLevel"}}}};
+}
+
+TEST(HfImport, ConvertsAByteLevelTokenizer) {
+  TinyDir dir("tokenizer");
+  dir.add_model();
+  ASSERT_TRUE(dir.open().ok());
+  const fs::path root = dir.tmp.path();
+  write_text(root / "tokenizer.json", tiny_tokenizer_json().dump());
+  write_text(root / "tokenizer_config.json",
+             R"({"bos_token":"<|endoftext|>","eos_token":{"content":"<|im_start|>"},)"
+             R"("add_bos_token":true,"chat_template":"{{ messages }}"})");
+  const std::string out = (root / "tok.gguf").string();
+  auto ok = write_gguf_from_hf(root.string(), out, std::nullopt);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  auto gguf = GgufFile::open(out);
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  auto spec = tokenizer_spec_from_gguf(*gguf);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->model, "gpt2");
+  EXPECT_EQ(spec->pre, "qwen2");
+  ASSERT_EQ(spec->tokens.size(), 43u);  // ids up to 42; the model's 32 rows are fewer
+  EXPECT_EQ(spec->tokens[37], "[PAD37]");
+  EXPECT_EQ(spec->kinds[37], TokenKind::Unused);
+  EXPECT_EQ(spec->kinds[40], TokenKind::Control);
+  EXPECT_EQ(spec->kinds[42], TokenKind::UserDefined);
+  EXPECT_EQ(spec->merges.size(), 9u);
+  EXPECT_EQ(spec->bos_id, 40);
+  EXPECT_EQ(spec->eos_id, 41);
+  EXPECT_TRUE(spec->add_bos);
+  EXPECT_EQ(spec->chat_template, "{{ messages }}");
+  auto from_gguf = Tokenizer::from_spec(*spec);
+  auto from_json = Tokenizer::from_hf_json((root / "tokenizer.json").string());
+  ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
+  ASSERT_TRUE(from_json.ok()) << from_json.error().message;
+  for (const char* text :
+       {"hello world", "<|im_start|>hello<think> world<|endoftext|>", "hhe ll"}) {
+    auto a = (*from_gguf)->encode(text, true, true);
+    EXPECT_EQ(a, (*from_json)->encode(text, true, true)) << text;
+    EXPECT_EQ(a.front(), 40) << text;
+  }
+  EXPECT_EQ((*from_gguf)->encode("hello world", false, false), (std::vector<int32_t>{30, 35}));
+
+  // Weights only; and tokenizers this converter does not handle are named.
+  ASSERT_TRUE(write_gguf_from_hf(root.string(), out, std::nullopt, {}, false).ok());
+  EXPECT_EQ(GgufFile::open(out)->metadata().find("tokenizer.ggml.tokens"), nullptr);
+  json sp = tiny_tokenizer_json();
+  sp["model"]["byte_fallback"] = true;
+  write_text(root / "tokenizer.json", sp.dump());
+  auto e1 = write_gguf_from_hf(root.string(), out, std::nullopt);
+  ASSERT_FALSE(e1.ok());
+  EXPECT_NE(e1.error().message.find("byte_fallback"), std::string::npos) << e1.error().message;
+  json other = tiny_tokenizer_json();
+  other["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
+  write_text(root / "tokenizer.json", other.dump());
+  auto e2 = write_gguf_from_hf(root.string(), out, std::nullopt);
+  ASSERT_FALSE(e2.ok());
+  EXPECT_NE(e2.error().message.find("\\\\w+"), std::string::npos) << e2.error().message;
+  EXPECT_FALSE(write_gguf_from_hf(root.string(), out, TensorType::Q5_K, {}, false).ok());
 }
 
 TEST(HfConfig, TranslatesEachArchitectureAndBothRopeSpellings) {
