@@ -2,14 +2,16 @@
 // weight row . prepared activations (kernels.h). Reads each weight byte once and the activation
 // row from L1/L2; writes one float.
 // Kernels: Q8_0 (|w| . sign(x, w) with vpdpbusd), Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL (codes made
-// unsigned, one 256-bit vpdpbusd per block, the offset folded in through the activation sums),
-// F32/F16/BF16 (fp32 FMA). Measured fraction of all-core read bandwidth, 2 Sapphire Rapids cores,
-// DRAM-resident 4096x4096..4096x14336 weights (bench/results/2026-12-02-cpu-matvec.md, shared,
-// noisy machine): Q8_0 0.89-0.96, Q4_0 0.72-0.86, BF16 0.82-0.87; Q4_1, Q5_0, Q5_1, IQ4_NL: see
-// the results file. Built with -mavx512*: only intrinsics and this file's own internal functions
-// are used here (simd_util.h has internal linkage). GCC 12 reports its own _mm512_undefined_*
-// helpers (self-initialised on purpose) as uninitialised once they are inlined here; the warning
-// is about the header, not this code.
+// unsigned, one 256-bit vpdpbusd per block, the offset or min folded in through Acts::ds),
+// F32/F16/BF16 (fp32 FMA). Measured (bench/results/2026-12-02-cpu-matvec.md, 2 Sapphire Rapids
+// cores, shared and noisy): fraction of all-core read bandwidth, DRAM-resident weights: Q8_0
+// 0.89-0.96, Q4_0 0.72-0.86, BF16 0.82-0.87 (quiet run); Q4_1 0.59, Q5_0 0.59, Q5_1 0.55, IQ4_NL
+// 0.53 (run under load 3-6: lower bounds). Single core in cache: Q4_0 18, Q4_1 20, Q5_0 19, Q5_1
+// 20, Q8_0 32, IQ4_NL 17, BF16 28 GB/s, i.e. 3-5x a core's share of DRAM bandwidth. Built with
+// -mavx512*: only intrinsics and this file's own internal functions are used here (simd_util.h has
+// internal linkage). GCC 12 reports its own _mm512_undefined_* helpers (self-initialised on
+// purpose) as uninitialised once they are inlined here; the warning is about the header, not this
+// code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
