@@ -84,18 +84,24 @@ HttpResponse Service::completions(const HttpRequest& http) {
          json::array(
              {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
   };
+  // llama.cpp's extension: the generated token ids, for exact comparisons between engines.
+  const bool return_tokens = body.value("return_tokens", false);
   if (!stream) {
     std::string text = echo_text;
+    std::vector<int32_t> ids;
     Event done;
     while (auto e = events->next()) {
-      if (e->type == Event::Type::Text)
+      if (e->type == Event::Type::Text) {
         text += e->text;
-      else
+        for (const auto& t : e->tokens) ids.push_back(t.chosen.token);
+      } else {
         done = *e;
+      }
     }
     if (done.type == Event::Type::Error)
       return error_response(ErrorFlavor::OpenAI, 500, done.error);
     json out = chunk(text, openai_finish_reason(done.finish));
+    if (return_tokens) out["choices"][0]["tokens"] = ids;
     out["usage"] = openai_usage(done.usage);
     HttpResponse r;
     r.body = out.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -1,27 +1,84 @@
-// `tern import FILE.gguf --name N`: validates a GGUF file and adds it to the model store.
+// `tern import FILE.gguf|HF_DIR --name N [--quant TYPE]`: validates a GGUF file, or converts a
+// Hugging Face directory (config.json + safetensors + tokenizer.json) to GGUF, and adds it to the
+// model store.
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <memory>
+
+#include "base/progress_bar.h"
 #include "cli/command.h"
+#include "config/hf_model.h"
 #include "config/model_info.h"
+#include "engine/hf_import.h"
 #include "io/gguf_file.h"
 #include "io/model_store.h"
 
 namespace tern::cli {
 
 void add_import_command(CLI::App& app, CommandContext& ctx) {
-  auto* cmd = app.add_subcommand("import", "Validate a GGUF file and add it to the model store");
-  auto file = std::make_shared<std::string>();
-  auto name = std::make_shared<std::string>();
-  auto link = std::make_shared<bool>(false);
-  cmd->add_option("file", *file, "The .gguf file (the first part of a split model)")->required();
-  cmd->add_option("--name", *name, "Name to store it under (letters, digits, - _ . :)")->required();
-  cmd->add_flag("--link", *link, "Hard-link instead of copying when on the same file system");
-  cmd->callback([&ctx, file, name, link] {
-    if (auto ok = ModelStore::check_name(*name); !ok) {
+  auto* cmd = app.add_subcommand(
+      "import",
+      "Add a GGUF file, or a Hugging Face directory converted to GGUF, to the model store");
+  struct Args {
+    std::string source;
+    std::string name;
+    std::string quant;
+    bool link = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("source", a->source,
+                  "A .gguf file (the first part of a split model) or an HF model directory")
+      ->required();
+  cmd->add_option("--name", a->name, "Name to store it under (letters, digits, - _ . :)")
+      ->required();
+  cmd->add_option(
+      "--quant", a->quant,
+      "HF directories: convert the matrices to F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K "
+      "(default: keep their precision)");
+  cmd->add_flag("--link", a->link,
+                "GGUF files: hard-link instead of copying when on the same file system");
+  cmd->callback([&ctx, a] {
+    if (auto ok = ModelStore::check_name(a->name); !ok) {
       ctx.exit_code = report_error(ok.error().message);
       return;
     }
-    auto gguf = GgufFile::open(*file);
+    ModelStore store(ctx.global.home);
+    std::vector<std::string> files;
+    bool link = a->link;
+    if (is_hf_model_dir(a->source)) {
+      std::optional<TensorType> quant;
+      if (!a->quant.empty()) {
+        quant = tensor_type_from_name(a->quant);
+        if (!quant) {
+          ctx.exit_code = report_error(fmt::format("unknown --quant '{}'", a->quant));
+          return;
+        }
+      }
+      const auto dir = std::filesystem::path(store.models_directory()) / a->name;
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      const std::string out = (dir / (a->name + ".gguf")).string();
+      std::unique_ptr<ProgressBar> bar;
+      auto ok = write_gguf_from_hf(a->source, out, quant, [&](uint64_t done, uint64_t total) {
+        if (!bar) bar = std::make_unique<ProgressBar>("converting " + a->name, total);
+        bar->update(done);
+      });
+      if (bar) bar->finish();
+      if (!ok) {
+        ctx.exit_code = report_error(ok.error().message);
+        return;
+      }
+      files.push_back(out);
+      link = true;  // already in the store's directory
+    } else if (!a->quant.empty()) {
+      ctx.exit_code = report_error(
+          "--quant applies to Hugging Face directories; GGUF files are imported as they are");
+      return;
+    } else {
+      files.push_back(a->source);
+    }
+    auto gguf = GgufFile::open(files.front());
     if (!gguf) {
       ctx.exit_code = report_error(gguf.error().message);
       return;
@@ -31,9 +88,8 @@ void add_import_command(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = report_error(info.error().message);
       return;
     }
-    ModelStore store(ctx.global.home);
-    auto added = store.add(*name, gguf->paths(),
-                           {info->architecture, info->quantization, info->parameter_count}, *link);
+    auto added = store.add(a->name, gguf->paths(),
+                           {info->architecture, info->quantization, info->parameter_count}, link);
     if (!added) {
       ctx.exit_code = report_error(added.error().message);
       return;
@@ -44,7 +100,7 @@ void add_import_command(CLI::App& app, CommandContext& ctx) {
 }
 
 void add_rm_command(CLI::App& app, CommandContext& ctx) {
-  auto* cmd = app.add_subcommand("rm", "Remove a model from the store");
+  auto* cmd = app.add_subcommand("rm", "Remove models from the store");
   auto names = std::make_shared<std::vector<std::string>>();
   cmd->add_option("names", *names, "Model names")->required();
   cmd->callback([&ctx, names] {

@@ -4,6 +4,7 @@
 
 #include "backend/cpu_device/cpu_device.h"
 #include "base/progress_bar.h"
+#include "config/hf_model.h"
 #include "config/tokenizer_spec.h"
 
 namespace tern {
@@ -30,7 +31,9 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
                                                      const LoadOptions& options) {
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
-  auto file = GgufFile::open(path);
+  // A GGUF file, or a Hugging Face directory (config.json + safetensors) opened as one.
+  const bool hf_dir = is_hf_model_dir(path);
+  auto file = hf_dir ? open_hf_model(path) : GgufFile::open(path);
   if (!file) return file.error();
   m->file = std::move(*file);
   auto info = model_info_from_gguf(m->file);
@@ -42,12 +45,23 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
     return make_error("device '{}' is not available in this build (available: cpu)",
                       options.device);
   }
-  auto spec = tokenizer_spec_from_gguf(m->file);
-  if (!spec) return spec.error();
-  m->chat_template = spec->chat_template;
-  auto tokenizer = Tokenizer::from_spec(*spec);
-  if (!tokenizer) return tokenizer.error();
-  m->tokenizer = std::move(*tokenizer);
+  if (const GgufValue* t = m->file.metadata().find("tokenizer.chat_template");
+      t && t->as_string()) {
+    m->chat_template = *t->as_string();
+  }
+  if (hf_dir) {
+    auto json_path = hf_tokenizer_json_path(path);
+    if (!json_path) return make_error("{} has no tokenizer.json", path);
+    auto tokenizer = Tokenizer::from_hf_json(*json_path);
+    if (!tokenizer) return tokenizer.error();
+    m->tokenizer = std::move(*tokenizer);
+  } else {
+    auto spec = tokenizer_spec_from_gguf(m->file);
+    if (!spec) return spec.error();
+    auto tokenizer = Tokenizer::from_spec(*spec);
+    if (!tokenizer) return tokenizer.error();
+    m->tokenizer = std::move(*tokenizer);
+  }
   prefetch(m->file, options.progress);
   auto model = load_model(m->file, *m->device);
   if (!model) return model.error();

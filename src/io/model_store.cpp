@@ -126,6 +126,11 @@ Result<StoredModel> ModelStore::find(const std::string& name) const {
 Result<std::string> ModelStore::resolve_model_file(const std::string& name_or_path) const {
   std::error_code ec;
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".gguf")) {
+    // A .gguf file, or a Hugging Face directory (config.json + safetensors).
+    if (fs::is_directory(name_or_path, ec) &&
+        fs::exists(fs::path(name_or_path) / "config.json", ec)) {
+      return name_or_path;
+    }
     if (!fs::is_regular_file(name_or_path, ec)) {
       return make_error("model file {} does not exist", name_or_path);
     }

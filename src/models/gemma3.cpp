@@ -141,10 +141,15 @@ Result<std::unique_ptr<Model>> load_gemma3(const GgufFile& file, Device& device)
   base.norm_eps = c.norm_eps;
   base.rope.rotary_dim = c.shape.head_dim;
   base.rope.neox = true;
-  // Gemma 3 27B scales queries by hidden/heads; the other sizes by the head size.
-  const float scale_dim = c.shape.layers == 62 ? static_cast<float>(c.shape.hidden / c.shape.heads)
-                                               : static_cast<float>(c.shape.head_dim);
-  base.params.scale = 1.0f / std::sqrt(scale_dim);
+  // Queries are scaled by query_pre_attn_scalar^-1/2: converted HF checkpoints record it; GGUF
+  // files from llama.cpp do not, and there Gemma 3 27B uses hidden/heads, the others head size.
+  const float default_scalar = c.shape.layers == 62
+                                   ? static_cast<float>(c.shape.hidden / c.shape.heads)
+                                   : static_cast<float>(c.shape.head_dim);
+  const float scalar = keys.number_or("attention.query_pre_attn_scalar", default_scalar);
+  if (!(scalar > 0.0f))
+    return make_error("gemma3.attention.query_pre_attn_scalar must be positive");
+  base.params.scale = 1.0f / std::sqrt(scalar);
   c.global = base;
   c.global.rope.theta = keys.number_or("rope.freq_base", 1000000.0f);
   if (keys.string_or("rope.scaling.type", "none") == "linear") {
