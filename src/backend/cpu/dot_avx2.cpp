@@ -4,10 +4,10 @@
 // Q5_1 (unsigned codes, offset and min through the activation block sums), Q2_K, Q3_K, Q4_K, Q5_K,
 // Q6_K (per-sub-block int16 scales, mins/offsets through the 16-element bsums), F32/F16/BF16 (fp32
 // FMA). Measured single core in cache (bench/results/2026-12-02-cpu-matvec.md): Q2_K/Q3_K 7.2,
-// Q4_0-Q5_1 11-12, IQ4_NL 12.6, IQ4_XS 14, Q4_K-Q6_K 18-19, BF16 23, Q8_0 30 GB/s, i.e. 1.1-5x a
-// core's share of DRAM bandwidth; the DRAM fraction of this path has not been measured yet
-// (TERN_CPU_PATH=avx2 bench_cpu_matvec). Built with -mavx2: only intrinsics and this file's
-// internal functions are used here.
+// Q4_0 12, Q4_1 17, Q5_0 13, Q5_1 15, IQ4_NL 12.6, IQ4_XS 14, Q4_K-Q6_K 18-19, BF16 23, Q8_0 30
+// GB/s, i.e. 1.1-5x a core's share of DRAM bandwidth; the DRAM fraction of this path has not been
+// measured yet (TERN_CPU_PATH=avx2 bench_cpu_matvec). Built with -mavx2: only intrinsics and this
+// file's internal functions are used here.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -82,30 +82,45 @@ __m256i bits_to_bytes(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
 }
 
-// Q4_1 / Q5_0 / Q5_1: x[e] = d * (u[e] - kBias) [+ m], u unsigned.
+// Q4_1 / Q5_0 / Q5_1: x[e] = d * (u[e] - kBias) [+ m], u unsigned. One vcvtph2ps of {d, m} (or
+// {d, d}) times the activation pair {d_x, d_x * isum} (Acts::ds) gives the block scale and the
+// min / offset term together (as in dot_avx512_q.cpp); two accumulators.
 template <typename Block, int kBias, bool kFive, bool kMin>
 float dot_unsigned32(const void* w, const Acts& x, int64_t cols) {
   const auto* b = static_cast<const Block*>(w);
+  const int64_t nb = cols / kQK;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  float acc_off = 0.0f;
-  for (int64_t i = 0; i < cols / kQK; ++i) {
-    prefetch_lines(b + i, 1);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m128 acc_off = _mm_setzero_ps();
+  auto step = [&](int64_t i, int k) {
     __m256i u = _mm256_and_si256(nibbles_raw(b[i].qs), m4);
     if constexpr (kFive) {
       u = _mm256_or_si256(u,
                           _mm256_and_si256(bits_to_bytes(load_u32(b[i].qh)), _mm256_set1_epi8(16)));
     }
-    const __m256i xv = load256(x.qs + i * kQK);
-    const float dx = x.d[i];
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8(u, xv)), _mm256_set1_ps(h2f(b[i].d) * dx), acc);
+    __m128 dm;
     if constexpr (kMin) {
-      acc_off += h2f(b[i].m) * dx * static_cast<float>(x.isum[i]);
+      dm = _mm_cvtph_ps(
+          _mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(&b[i])))));
     } else {
-      acc_off -= static_cast<float>(kBias) * h2f(b[i].d) * dx * static_cast<float>(x.isum[i]);
+      dm = _mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(b[i].d)));
     }
+    const __m128 ds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.ds + 2 * i)));
+    const __m128 prod = _mm_mul_ps(dm, ds);
+    acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8(u, load256(x.qs + i * kQK))),
+                             _mm256_broadcastss_ps(prod), acc[k]);
+    acc_off = _mm_add_ps(acc_off, prod);
+  };
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    prefetch_lines(b + i, 1);
+    step(i, 0);
+    step(i + 1, 1);
   }
-  return hsum256(acc) + acc_off;
+  if (i < nb) step(i, 0);
+  const float off = _mm_cvtss_f32(_mm_movehdup_ps(acc_off));
+  const float dots = hsum256(_mm256_add_ps(acc[0], acc[1]));
+  return kMin ? dots + off : dots - static_cast<float>(kBias) * off;
 }
 
 // The 16 IQ4 levels in both 128-bit lanes (for vpshufb).
