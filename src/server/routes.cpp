@@ -1,5 +1,6 @@
 #include "server/routes.h"
 
+#include "api/anthropic_messages.h"
 #include "api/openai_chat.h"
 
 namespace tern::server {
@@ -17,6 +18,12 @@ void register_routes(HttpServer& server, api::Service& service) {
                  bind(&api::Service::completions));
     server.route("POST", prefix + "/chat/completions", ErrorFlavor::OpenAI,
                  [&service](const HttpRequest& r) { return api::chat_completions(service, r); });
+    server.route("POST", prefix + "/messages", ErrorFlavor::Anthropic,
+                 [&service](const HttpRequest& r) { return api::anthropic_messages(service, r); });
+    server.route("POST", prefix + "/messages/count_tokens", ErrorFlavor::Anthropic,
+                 [&service](const HttpRequest& r) {
+                   return api::anthropic_count_tokens(service, r);
+                 });
   }
   server.route("GET", "/health", ErrorFlavor::OpenAI, bind(&api::Service::health));
 }

@@ -1,0 +1,233 @@
+// Anthropic request bodies -> the Hugging Face chat-template format.
+#include <fmt/format.h>
+
+#include "api/anthropic_messages.h"
+
+namespace tern::api {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+// Text of a content field that may be a string or a list of blocks; only text blocks count.
+Result<std::string> blocks_text(const json& content, const std::string& where) {
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    return make_error("{} must be a string or an array of content blocks", where);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& b = content[i];
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+      return make_error("{}[{}] must be an object with a string 'type'", where, i);
+    const std::string type = b["type"].get<std::string>();
+    if (type == "text") {
+      if (!b.contains("text") || !b["text"].is_string())
+        return make_error("{}[{}].text must be a string", where, i);
+      if (!text.empty()) text += "\n";
+      text += b["text"].get<std::string>();
+    } else if (type == "image" || type == "document") {
+      return make_error("{}[{}]: '{}' blocks are not supported by this server (text only)", where,
+                        i, type);
+    }
+    // Other block types (search results, citations' sources...) carry no text we can use.
+  }
+  return text;
+}
+
+// Appends `msg` to `out`, merging it into the previous message when both are plain user turns or
+// both are assistant turns (the Messages API allows consecutive turns; many templates do not).
+void append_message(ordered_json& out, ordered_json msg) {
+  if (!out.empty()) {
+    ordered_json& last = out.back();
+    const std::string role = msg["role"].get<std::string>();
+    if (last["role"] == role && (role == "user" || role == "assistant")) {
+      std::string a = last["content"].get<std::string>();
+      const std::string b = msg["content"].get<std::string>();
+      if (!a.empty() && !b.empty()) a += "\n\n";
+      last["content"] = a + b;
+      if (msg.contains("tool_calls")) {
+        if (!last.contains("tool_calls")) last["tool_calls"] = ordered_json::array();
+        for (auto& c : msg["tool_calls"]) last["tool_calls"].push_back(c);
+      }
+      if (msg.contains("reasoning_content")) {
+        std::string r = last.value("reasoning_content", "");
+        last["reasoning_content"] = r + msg["reasoning_content"].get<std::string>();
+      }
+      return;
+    }
+  }
+  out.push_back(std::move(msg));
+}
+
+Result<void> convert_user(const json& content, const std::string& where, ordered_json& out) {
+  if (content.is_string()) {
+    append_message(out, ordered_json{{"role", "user"}, {"content", content.get<std::string>()}});
+    return {};
+  }
+  if (!content.is_array()) return make_error("{}.content must be a string or an array", where);
+  std::string text;
+  auto flush_text = [&] {
+    if (text.empty()) return;
+    append_message(out, ordered_json{{"role", "user"}, {"content", text}});
+    text.clear();
+  };
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& b = content[i];
+    const std::string bw = fmt::format("{}.content[{}]", where, i);
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+      return make_error("{} must be an object with a string 'type'", bw);
+    const std::string type = b["type"].get<std::string>();
+    if (type == "text") {
+      if (!b.contains("text") || !b["text"].is_string())
+        return make_error("{}.text must be a string", bw);
+      if (!text.empty()) text += "\n";
+      text += b["text"].get<std::string>();
+    } else if (type == "tool_result") {
+      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
+        return make_error("{}.tool_use_id must be a string", bw);
+      auto result = blocks_text(b.contains("content") ? b["content"] : json(), bw + ".content");
+      if (!result) return result.error();
+      std::string body = std::move(*result);
+      if (b.value("is_error", false)) body = "Error: " + body;
+      flush_text();
+      out.push_back(
+          ordered_json{{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", body}});
+    } else if (type == "image" || type == "document") {
+      return make_error("{}: '{}' blocks are not supported by this server (text only)", bw, type);
+    } else {
+      // search_result, container_upload, ...: nothing a text model can use.
+    }
+  }
+  flush_text();
+  return {};
+}
+
+Result<void> convert_assistant(const json& content, const std::string& where, ordered_json& out) {
+  ordered_json msg = {{"role", "assistant"}, {"content", ""}};
+  if (content.is_string()) {
+    msg["content"] = content.get<std::string>();
+    append_message(out, std::move(msg));
+    return {};
+  }
+  if (!content.is_array()) return make_error("{}.content must be a string or an array", where);
+  std::string text;
+  std::string reasoning;
+  ordered_json calls = ordered_json::array();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& b = content[i];
+    const std::string bw = fmt::format("{}.content[{}]", where, i);
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+      return make_error("{} must be an object with a string 'type'", bw);
+    const std::string type = b["type"].get<std::string>();
+    if (type == "text") {
+      if (!b.contains("text") || !b["text"].is_string())
+        return make_error("{}.text must be a string", bw);
+      text += b["text"].get<std::string>();
+    } else if (type == "thinking") {
+      if (b.contains("thinking") && b["thinking"].is_string())
+        reasoning += b["thinking"].get<std::string>();
+    } else if (type == "tool_use") {
+      if (!b.contains("name") || !b["name"].is_string())
+        return make_error("{}.name must be a string", bw);
+      if (!b.contains("id") || !b["id"].is_string())
+        return make_error("{}.id must be a string", bw);
+      ordered_json input = ordered_json::object();
+      if (b.contains("input") && !b["input"].is_null()) {
+        if (!b["input"].is_object()) return make_error("{}.input must be an object", bw);
+        input = ordered_json(b["input"]);
+      }
+      calls.push_back({{"id", b["id"]},
+                       {"type", "function"},
+                       {"function", {{"name", b["name"]}, {"arguments", input}}}});
+    }
+    // redacted_thinking, server_tool_use, web_search_tool_result, ...: nothing to replay.
+  }
+  msg["content"] = text;
+  if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
+  if (!calls.empty()) msg["tool_calls"] = calls;
+  append_message(out, std::move(msg));
+  return {};
+}
+
+}  // namespace
+
+Result<ordered_json> anthropic_messages_to_template(const json& body) {
+  ordered_json out = ordered_json::array();
+  if (body.contains("system") && !body["system"].is_null()) {
+    auto system = blocks_text(body["system"], "system");
+    if (!system) return system.error();
+    if (!system->empty()) out.push_back({{"role", "system"}, {"content", *system}});
+  }
+  if (!body.contains("messages")) return Error{"messages: field required"};
+  const json& messages = body["messages"];
+  if (!messages.is_array() || messages.empty())
+    return Error{"messages: must be a non-empty array"};
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = fmt::format("messages.{}", i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      return make_error("{}: must be an object with a string 'role'", where);
+    if (!m.contains("content")) return make_error("{}.content: field required", where);
+    const std::string role = m["role"].get<std::string>();
+    if (role == "user") {
+      TERN_TRY(convert_user(m["content"], where, out));
+    } else if (role == "assistant") {
+      TERN_TRY(convert_assistant(m["content"], where, out));
+    } else {
+      return make_error("{}.role: '{}' is not one of 'user', 'assistant'", where, role);
+    }
+  }
+  return out;
+}
+
+Result<ordered_json> anthropic_tools_to_template(const json& body) {
+  ordered_json out = ordered_json::array();
+  if (!body.contains("tools") || body["tools"].is_null()) return out;
+  const json& tools = body["tools"];
+  if (!tools.is_array()) return Error{"tools: must be an array"};
+  std::string choice = "auto";
+  std::string forced;
+  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+    const json& tc = body["tool_choice"];
+    if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
+      return Error{"tool_choice: must be an object with a 'type' (auto, any, tool, none)"};
+    choice = tc["type"].get<std::string>();
+    if (choice != "auto" && choice != "any" && choice != "tool" && choice != "none")
+      return make_error("tool_choice.type: '{}' is not one of auto, any, tool, none", choice);
+    if (choice == "tool") {
+      if (!tc.contains("name") || !tc["name"].is_string())
+        return Error{"tool_choice.name: required when tool_choice.type is 'tool'"};
+      forced = tc["name"].get<std::string>();
+    }
+  }
+  if (choice == "none") return out;
+  bool found = false;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
+      return make_error("tools.{}.name: field required", i);
+    const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>()
+                                                                       : "custom";
+    if (!t.contains("input_schema")) {
+      if (type != "custom") continue;  // a server tool (web_search_..., bash_...): not ours to run
+      return make_error("tools.{}.input_schema: field required", i);
+    }
+    if (!t["input_schema"].is_object())
+      return make_error("tools.{}.input_schema: must be a JSON schema object", i);
+    const std::string name = t["name"].get<std::string>();
+    if (!forced.empty() && name != forced) continue;
+    found = found || name == forced;
+    ordered_json fn = {{"name", name}};
+    if (t.contains("description") && t["description"].is_string())
+      fn["description"] = t["description"];
+    fn["parameters"] = ordered_json(t["input_schema"]);
+    out.push_back({{"type", "function"}, {"function", fn}});
+  }
+  if (!forced.empty() && !found)
+    return make_error("tool_choice.name: no tool named '{}' in tools", forced);
+  return out;
+}
+
+}  // namespace tern::api
