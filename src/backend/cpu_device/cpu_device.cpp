@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu_device/attention_cpu.h"
 
 namespace tern {
 
@@ -185,73 +186,7 @@ void CpuDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
 void CpuDevice::attention(const Tensor& q, const KvLayer& cache,
                           std::span<const AttentionSequence> sequences,
                           const AttentionParams& params, Tensor& out) {
-  const int64_t head_dim = q.ne[0], heads = q.ne[1];
-  const int64_t kv_heads = cache.kv_heads, group = heads / kv_heads;
-  const size_t row_bytes = kv_row_bytes(cache.k.type, head_dim);
-  // Work items: (sequence token, head) pairs over the whole batch.
-  struct Item {
-    const AttentionSequence* seq;
-    int64_t token;  // batch row
-    int64_t position;
-  };
-  std::vector<Item> items;
-  for (const auto& s : sequences) {
-    for (int64_t i = 0; i < s.token_count; ++i)
-      items.push_back({&s, s.first_token + i, s.first_position + i});
-  }
-  const size_t work = items.size() * static_cast<size_t>(heads);
-  pool_.parallel_for(work, [&](size_t begin, size_t end, size_t) {
-    std::vector<float> scores, krow(static_cast<size_t>(head_dim)),
-        acc(static_cast<size_t>(head_dim));
-    for (size_t w = begin; w < end; ++w) {
-      const Item& it = items[w / static_cast<size_t>(heads)];
-      const int64_t h = static_cast<int64_t>(w % static_cast<size_t>(heads));
-      const int64_t kvh = h / group;
-      const float* qv = q.f32() + (it.token * heads + h) * head_dim;
-      int64_t first = 0;
-      if (params.sliding_window > 0)
-        first = std::max<int64_t>(0, it.position - params.sliding_window + 1);
-      const int64_t count = it.position - first + 1;
-      scores.resize(static_cast<size_t>(count));
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j < count; ++j) {
-        const int64_t p = first + j;
-        const int64_t slot =
-            it.seq->block_table[static_cast<size_t>(p / cache.block_size)] * cache.block_size +
-            p % cache.block_size;
-        const auto* kr = static_cast<const uint8_t*>(cache.k.data) +
-                         static_cast<size_t>(slot * kv_heads + kvh) * row_bytes;
-        cpu::dequantize_row(cache.k.type, kr, krow.data(), head_dim);
-        float dot = 0.0f;
-        for (int64_t d = 0; d < head_dim; ++d) dot += qv[d] * krow[static_cast<size_t>(d)];
-        float s = dot * params.scale;
-        if (params.softcap > 0.0f) s = params.softcap * std::tanh(s / params.softcap);
-        scores[static_cast<size_t>(j)] = s;
-        max_score = std::max(max_score, s);
-      }
-      double total = 0.0;
-      for (auto& s : scores) {
-        s = std::exp(s - max_score);
-        total += s;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < count; ++j) {
-        const int64_t p = first + j;
-        const int64_t slot =
-            it.seq->block_table[static_cast<size_t>(p / cache.block_size)] * cache.block_size +
-            p % cache.block_size;
-        const auto* vr = static_cast<const uint8_t*>(cache.v.data) +
-                         static_cast<size_t>(slot * kv_heads + kvh) * row_bytes;
-        cpu::dequantize_row(cache.v.type, vr, krow.data(), head_dim);
-        const float pj = scores[static_cast<size_t>(j)];
-        for (int64_t d = 0; d < head_dim; ++d)
-          acc[static_cast<size_t>(d)] += pj * krow[static_cast<size_t>(d)];
-      }
-      float* o = out.f32() + (it.token * heads + h) * head_dim;
-      const float inv = static_cast<float>(1.0 / total);
-      for (int64_t d = 0; d < head_dim; ++d) o[d] = acc[static_cast<size_t>(d)] * inv;
-    }
-  });
+  cpu_attention(q, cache, sequences, params, out, pool_);
 }
 
 }  // namespace tern
