@@ -48,7 +48,14 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     }
     LoadedModel& m = **loaded;
     std::vector<int32_t> tokens;
-    if (a->raw) {
+    // A file without a chat template is a base model: it continues text rather than chatting.
+    const bool raw = a->raw || m.chat_template.empty();
+    if (raw && !a->raw) {
+      fmt::print(stderr,
+                 "note: {} has no chat template (a base model); the prompt is sent as it is\n",
+                 a->model.model);
+    }
+    if (raw) {
       tokens = m.tokenizer->encode(prompt, true, true);
     } else {
       auto formatter = ChatFormatter::create(m);
