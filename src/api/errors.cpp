@@ -67,6 +67,10 @@ std::string error_json(ErrorFlavor flavor, int status, const std::string& messag
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+int status_for(const Error& error) {
+  return error.code >= 400 && error.code < 600 ? error.code : 400;
+}
+
 HttpResponse error_response(ErrorFlavor flavor, int status, const std::string& message,
                             const std::string& param) {
   HttpResponse r;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "api/http_types.h"
+#include "base/error.h"
 
 namespace tern::api {
 
@@ -14,6 +15,9 @@ enum class ErrorFlavor { OpenAI, Anthropic };
 // overloaded/shutting down.
 HttpResponse error_response(ErrorFlavor flavor, int status, const std::string& message,
                             const std::string& param = "");
+// The HTTP status for an engine error: its code when it carries one (429 busy, 503 stopping),
+// else 400 (the request was at fault).
+int status_for(const Error& error);
 std::string error_json(ErrorFlavor flavor, int status, const std::string& message,
                        const std::string& param = "");
 

@@ -1,5 +1,7 @@
 #include "api/service.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "api/errors.h"
@@ -12,6 +14,41 @@ using nlohmann::json;
 HttpResponse Service::health(const HttpRequest&) {
   HttpResponse r;
   r.body = json{{"status", "ok"}, {"model", info_.model_name}}.dump();
+  return r;
+}
+
+// Prometheus text exposition format.
+HttpResponse Service::metrics(const HttpRequest&) {
+  const EngineMetrics m = engine_.metrics();
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+  };
+  metric("tern_requests_total", "counter", "Requests accepted.", static_cast<double>(m.requests));
+  metric("tern_requests_rejected_total", "counter", "Requests refused because the queue was full.",
+         static_cast<double>(m.rejected));
+  metric("tern_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+         static_cast<double>(m.prompt_tokens));
+  metric("tern_prompt_tokens_cached_total", "counter",
+         "Prompt tokens served from the prefix cache.",
+         static_cast<double>(m.cached_prompt_tokens));
+  metric("tern_generated_tokens_total", "counter", "Tokens generated.",
+         static_cast<double>(m.generated_tokens));
+  metric("tern_generated_tokens_per_second", "gauge",
+         "Generated tokens per second over the last ten seconds.", m.generated_tokens_per_second);
+  metric("tern_requests_running", "gauge", "Requests being decoded.",
+         static_cast<double>(m.running));
+  metric("tern_queue_depth", "gauge", "Requests waiting for a slot.",
+         static_cast<double>(m.waiting));
+  metric("tern_kv_blocks_used", "gauge", "KV cache blocks in use (running and cached sequences).",
+         static_cast<double>(m.kv_blocks_used));
+  metric("tern_kv_blocks_total", "gauge", "KV cache blocks in the pool.",
+         static_cast<double>(m.kv_blocks_total));
+  metric("tern_prefix_cache_sequences", "gauge", "Finished sequences kept for prefix reuse.",
+         static_cast<double>(m.cached_sequences));
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = std::move(out);
   return r;
 }
 
@@ -69,7 +106,10 @@ HttpResponse Service::completions(const HttpRequest& http) {
   const bool echo = body.value("echo", false);
   std::string echo_text = echo && prompt.is_string() ? prompt.get<std::string>() : "";
   auto submitted = engine_.submit(std::move(request));
-  if (!submitted) return error_response(ErrorFlavor::OpenAI, 400, submitted.error().message);
+  if (!submitted) {
+    return error_response(ErrorFlavor::OpenAI, status_for(submitted.error()),
+                          submitted.error().message);
+  }
   auto events = *submitted;
   const std::string id = random_id("cmpl-");
   const int64_t created = unix_time();

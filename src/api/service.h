@@ -22,6 +22,7 @@ class Service {
   HttpResponse models(const HttpRequest& request);
   HttpResponse completions(const HttpRequest& request);
   HttpResponse health(const HttpRequest& request);
+  HttpResponse metrics(const HttpRequest& request);
 
   Engine& engine() { return engine_; }
   const ServiceInfo& info() const { return info_; }

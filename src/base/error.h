@@ -11,6 +11,7 @@ namespace tern {
 
 struct Error {
   std::string message;
+  int code = 0;  // optional machine-readable kind; the server maps some to HTTP statuses (429)
 };
 
 // Builds an Error with fmt-style formatting: make_error("bad magic {:#x} at offset {}", m, off).

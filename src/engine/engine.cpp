@@ -1,6 +1,9 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
 
 #include "sample/stop_matcher.h"
 
@@ -31,6 +34,7 @@ Engine::Engine(LoadedModel& model, EngineOptions options)
       options_(options),
       scheduler_(*model.model, *model.cache,
                  SchedulerOptions{options.parallel, options.step_tokens, model.context}) {
+  update_gauges();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -83,6 +87,16 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
                       model_.context);
   }
   if (request.options.max_tokens < 1) return Error{"max_tokens must be at least 1"};
+  {
+    std::lock_guard lock(mutex_);
+    const int64_t waiting = static_cast<int64_t>(incoming_.size()) + waiting_count_.load();
+    if (waiting >= options_.max_queue) {
+      std::lock_guard m(metrics_mutex_);
+      metrics_.rejected++;
+      return Error{fmt::format("the server is busy: {} requests are already waiting", waiting),
+                   kErrorOverloaded};
+    }
+  }
   auto stream = std::make_shared<EventStream>();
   auto state = std::make_shared<RequestState>(*model_.tokenizer, request.options.stop);
   state->stream = stream;
@@ -96,13 +110,17 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
   seq.sampling = request.options.sampling;
   seq.max_tokens = request.options.max_tokens;
   seq.hooks.cancelled = [stream] { return stream->cancelled(); };
-  seq.hooks.on_token = [state, &tok](int32_t token, std::span<const float> logits) {
+  seq.hooks.on_token = [this, state, &tok](int32_t token, std::span<const float> logits) {
     const auto& o = state->options;
     const bool end = !o.ignore_eos && (tok.is_end_of_generation(token) ||
                                        std::find(o.stop_tokens.begin(), o.stop_tokens.end(),
                                                  token) != o.stop_tokens.end());
     if (end) return false;
     state->usage.completion_tokens++;
+    {
+      std::lock_guard m(metrics_mutex_);
+      metrics_.generated_tokens++;
+    }
     Event e;
     if (state->top_logprobs >= 0) {
       auto lp = Sampler::log_softmax(logits);
@@ -130,7 +148,12 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
     }
     return !state->stream->cancelled();
   };
-  seq.hooks.on_admitted = [state](int64_t reused) { state->usage.cached_tokens = reused; };
+  seq.hooks.on_admitted = [this, state](int64_t reused) {
+    state->usage.cached_tokens = reused;
+    std::lock_guard m(metrics_mutex_);
+    metrics_.cached_prompt_tokens += static_cast<uint64_t>(reused);
+    metrics_.prompt_tokens += static_cast<uint64_t>(state->usage.prompt_tokens);
+  };
   seq.hooks.on_finish = [state](SequenceEnd end, const Error* error) {
     if (error != nullptr) {
       Event e;
@@ -165,11 +188,43 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
   };
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) return Error{"the engine is shutting down"};
+    if (stopping_) return Error{"the server is shutting down", 503};
     incoming_.push_back(std::move(seq));
+  }
+  {
+    std::lock_guard m(metrics_mutex_);
+    metrics_.requests++;
   }
   wake_.notify_all();
   return stream;
+}
+
+void Engine::update_gauges() {
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  waiting_count_.store(scheduler_.waiting());
+  std::lock_guard m(metrics_mutex_);
+  metrics_.running = scheduler_.running();
+  metrics_.waiting = scheduler_.waiting();
+  metrics_.kv_blocks_total = model_.cache->config().blocks;
+  metrics_.kv_blocks_used = metrics_.kv_blocks_total - model_.cache->free_blocks();
+  metrics_.cached_sequences = scheduler_.cached_sequences();
+  recent_tokens_.emplace_back(now, metrics_.generated_tokens);
+  while (recent_tokens_.size() > 2 && now - recent_tokens_.front().first > 10.0)
+    recent_tokens_.pop_front();
+  const double span = now - recent_tokens_.front().first;
+  metrics_.generated_tokens_per_second =
+      span > 0
+          ? static_cast<double>(metrics_.generated_tokens - recent_tokens_.front().second) / span
+          : 0.0;
+}
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard lock(metrics_mutex_);
+  EngineMetrics m = metrics_;
+  std::lock_guard q(mutex_);
+  m.waiting += static_cast<int64_t>(incoming_.size());
+  return m;
 }
 
 void Engine::loop() {
@@ -184,6 +239,7 @@ void Engine::loop() {
       }
     }
     scheduler_.step();
+    update_gauges();
   }
   // Shutting down: every open stream gets its final event.
   std::deque<SequenceRequest> pending;

@@ -19,6 +19,24 @@ namespace tern {
 struct EngineOptions {
   int64_t parallel = 4;       // sequences decoded together
   int64_t step_tokens = 512;  // prefill chunk / token budget per step
+  int64_t max_queue = 64;     // requests waiting for a slot; more are refused (HTTP 429)
+};
+
+inline constexpr int kErrorOverloaded = 429;  // Error::code of a refused submit
+
+// Counters for /metrics; totals since start, gauges as of the last step.
+struct EngineMetrics {
+  uint64_t requests = 0;
+  uint64_t rejected = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t cached_sequences = 0;
+  double generated_tokens_per_second = 0;  // over the last ten seconds
 };
 
 struct Request {
@@ -64,7 +82,7 @@ class EventStream {
   void push(Event event);
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Event> events_;
   bool closed_ = false;
@@ -85,16 +103,23 @@ class Engine {
   Result<std::shared_ptr<EventStream>> submit(Request request);
   // Ends every stream (final events with FinishReason::Cancelled) and stops the loop.
   void shutdown();
+  EngineMetrics metrics() const;
 
  private:
   void loop();
+  void update_gauges();
   LoadedModel& model_;
   EngineOptions options_;
   Scheduler scheduler_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<SequenceRequest> incoming_;
   bool stopping_ = false;
+  // Metrics: counters touched from request hooks (loop thread) and submit (any thread).
+  mutable std::mutex metrics_mutex_;
+  std::atomic<int64_t> waiting_count_{0};
+  EngineMetrics metrics_;
+  std::deque<std::pair<double, uint64_t>> recent_tokens_;  // (seconds, generated so far)
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
 #include "engine/loaded_model.h"
 
 #include <algorithm>
+#include <fstream>
 
 #include "backend/cpu_device/cpu_device.h"
 #include "base/progress_bar.h"
@@ -23,6 +24,38 @@ void prefetch(const GgufFile& file, bool progress) {
     if (progress) bar.update(done);
   }
   if (progress) bar.finish();
+}
+
+// MemAvailable from /proc/meminfo, in bytes (0 if unknown).
+uint64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    uint64_t kb = 0;
+    in >> kb;
+    if (key == "MemAvailable:") return kb * 1024;
+    in.ignore(64, '\n');
+  }
+  return 0;
+}
+
+// What agents need: the model's whole context, unless the KV cache for it (times the parallel
+// sequences) would not fit in the memory left beside the weights; never below 2,048 tokens.
+int64_t default_context(const LoadedModel& m, TensorType kv_type, int64_t sequences) {
+  const ModelShape& s = m.model->shape();
+  const auto& info = tensor_type_info(kv_type);
+  const double bytes_per_token = static_cast<double>(s.layers * s.kv_heads * s.head_dim * 2) *
+                                 info.block_bytes / info.block_elements;
+  const uint64_t available = available_memory();
+  const uint64_t reserve = m.file.tensor_bytes() + (uint64_t{1} << 30);
+  int64_t fit = s.context_length;
+  if (available > reserve && bytes_per_token > 0) {
+    fit = static_cast<int64_t>(0.9 * static_cast<double>(available - reserve) /
+                               (bytes_per_token * static_cast<double>(sequences)));
+  } else if (available != 0) {
+    fit = 0;
+  }
+  const int64_t context = std::min(s.context_length, fit) / 256 * 256;
+  return std::max<int64_t>(std::min<int64_t>(s.context_length, 2048), context);
 }
 
 }  // namespace
@@ -68,7 +101,9 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
   m->model = std::move(*model);
 
   const int64_t limit = m->model->shape().context_length;
-  int64_t context = options.context > 0 ? options.context : std::min<int64_t>(limit, 8192);
+  int64_t context = options.context > 0 ? options.context
+                                        : default_context(*m, options.kv_type,
+                                                          std::max<int64_t>(1, options.sequences));
   if (context > limit) {
     return make_error("--ctx {} is larger than the model's context length {}", context, limit);
   }

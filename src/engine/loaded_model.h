@@ -17,8 +17,8 @@ namespace tern {
 struct LoadOptions {
   std::string device = "cpu";  // "cpu" (CUDA comes with its backend)
   size_t threads = 0;          // 0: one per hardware thread
-  int64_t context = 0;         // tokens one sequence may hold; 0: min(model limit, 8192)
-  int64_t sequences = 1;       // sequences the KV pool holds at full context
+  int64_t context = 0;    // tokens one sequence may hold; 0: the model's limit, or what fits memory
+  int64_t sequences = 1;  // sequences the KV pool holds at full context
   TensorType kv_type = TensorType::F16;
   bool progress = true;  // draw a progress bar while touching the weights
 };

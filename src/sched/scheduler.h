@@ -59,6 +59,8 @@ class Scheduler {
   // Queues a request; returns its id.
   uint64_t add(SequenceRequest request);
   bool idle() const { return waiting_.empty() && running_.empty(); }
+  int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t running() const { return static_cast<int64_t>(running_.size()); }
   // One forward over the batch the budget allows; errors end the affected sequences.
   void step();
   // Ends every waiting and running sequence as cancelled (shutdown).

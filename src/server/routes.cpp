@@ -26,6 +26,7 @@ void register_routes(HttpServer& server, api::Service& service) {
                  });
   }
   server.route("GET", "/health", ErrorFlavor::OpenAI, bind(&api::Service::health));
+  server.route("GET", "/metrics", ErrorFlavor::OpenAI, bind(&api::Service::metrics));
 }
 
 }  // namespace tern::server

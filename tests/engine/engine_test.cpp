@@ -169,6 +169,26 @@ TEST_F(EngineTest, BadRequestsFailAtSubmit) {
   EXPECT_FALSE(engine.submit(r).ok());
 }
 
+TEST_F(EngineTest, AFullQueueRefusesWithOverloaded) {
+  auto m = load();
+  Engine engine(*m, EngineOptions{1, 64, 1});
+  auto first = engine.submit(greedy(prompt(8, 1), 300));
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->next().has_value());  // running now
+  auto second = engine.submit(greedy(prompt(8, 2), 4));
+  ASSERT_TRUE(second.ok());  // waits for the slot
+  auto third = engine.submit(greedy(prompt(8, 3), 4));
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.error().code, kErrorOverloaded);
+  (*first)->cancel();
+  EXPECT_EQ(drain(**second).done.finish, FinishReason::Length);
+  const EngineMetrics metrics = engine.metrics();
+  EXPECT_EQ(metrics.requests, 2u);
+  EXPECT_EQ(metrics.rejected, 1u);
+  EXPECT_GE(metrics.generated_tokens, 4u);
+  EXPECT_GT(metrics.kv_blocks_total, 0);
+}
+
 TEST_F(EngineTest, LogprobsAreADistribution) {
   auto m = load();
   Engine engine(*m, EngineOptions{1, 64});
