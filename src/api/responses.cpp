@@ -1,0 +1,405 @@
+#include "api/responses.h"
+
+#include <fmt/format.h>
+
+#include "api/anthropic_blocks.h"
+#include "api/errors.h"
+#include "api/openai_common.h"
+#include "api/service.h"
+#include "engine/chat_prompt.h"
+
+namespace tern::api {
+
+using nlohmann::ordered_json;
+using Body = nlohmann::json;
+// Output is built in insertion order ("id", "type" first, as the API writes them).
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+HttpResponse bad_request(const std::string& message, const std::string& param = "") {
+  return error_response(ErrorFlavor::OpenAI, 400, message, param);
+}
+
+// Output items from pieces of generated text, with the stream's events as items open, grow and
+// close. The non-streaming response uses the same machine with events dropped.
+class ItemAssembler {
+ public:
+  using Emit = std::function<void(const json& event)>;  // event without sequence_number
+  explicit ItemAssembler(Emit emit) : emit_(std::move(emit)) {}
+
+  void add(const OutputPiece& piece) {
+    using Kind = OutputPiece::Kind;
+    switch (piece.kind) {
+      case Kind::Text:
+        if (piece.text.empty()) return;
+        if (open_ != "message") {
+          open({{"id", random_id("msg_")},
+                {"type", "message"},
+                {"status", "in_progress"},
+                {"content", json::array()},
+                {"role", "assistant"}});
+          part_added(text_part(""));
+        }
+        text_ += piece.text;
+        emit_({{"type", "response.output_text.delta"},
+               {"item_id", item_id()},
+               {"output_index", output_index()},
+               {"content_index", 0},
+               {"delta", piece.text},
+               {"logprobs", json::array()}});
+        return;
+      case Kind::Reasoning:
+        if (piece.text.empty()) return;
+        if (open_ != "reasoning") {
+          open({{"id", random_id("rs_")},
+                {"type", "reasoning"},
+                {"summary", json::array()},
+                {"status", "in_progress"}});
+          part_added(reasoning_part(""));
+        }
+        text_ += piece.text;
+        emit_({{"type", "response.reasoning_text.delta"},
+               {"item_id", item_id()},
+               {"output_index", output_index()},
+               {"content_index", 0},
+               {"delta", piece.text}});
+        return;
+      case Kind::ToolCallStart:
+        open({{"id", random_id("fc_")},
+              {"type", "function_call"},
+              {"status", "in_progress"},
+              {"arguments", ""},
+              {"call_id", random_id("call_")},
+              {"name", piece.text}});
+        return;
+      case Kind::ToolCallArguments:
+        if (open_ != "function_call" || piece.text.empty()) return;
+        text_ += piece.text;
+        emit_({{"type", "response.function_call_arguments.delta"},
+               {"item_id", item_id()},
+               {"output_index", output_index()},
+               {"delta", piece.text}});
+        return;
+      case Kind::ToolCallEnd:
+        if (open_ == "function_call") close("completed");
+        return;
+    }
+  }
+  // status of the item left open: "completed", or "incomplete" when generation was cut short.
+  void finish(const std::string& status) { close(status); }
+  const json& output() const { return output_; }
+  bool used_tools() const { return used_tools_; }
+
+ private:
+  static json text_part(const std::string& text) {
+    return {{"type", "output_text"},
+            {"annotations", json::array()},
+            {"logprobs", json::array()},
+            {"text", text}};
+  }
+  static json reasoning_part(const std::string& text) {
+    return {{"type", "reasoning_text"}, {"text", text}};
+  }
+  std::string item_id() const { return output_.back()["id"].get<std::string>(); }
+  int64_t output_index() const { return static_cast<int64_t>(output_.size()) - 1; }
+
+  void open(json item) {
+    close("completed");
+    open_ = item["type"].get<std::string>();
+    text_.clear();
+    output_.push_back(item);
+    emit_({{"type", "response.output_item.added"},
+           {"output_index", output_index()},
+           {"item", std::move(item)}});
+  }
+  void part_added(const json& part) {
+    emit_({{"type", "response.content_part.added"},
+           {"item_id", item_id()},
+           {"output_index", output_index()},
+           {"content_index", 0},
+           {"part", part}});
+  }
+  void part_done(const json& part) {
+    emit_({{"type", "response.content_part.done"},
+           {"item_id", item_id()},
+           {"output_index", output_index()},
+           {"content_index", 0},
+           {"part", part}});
+  }
+  void close(const std::string& status) {
+    if (open_.empty()) return;
+    json& item = output_.back();
+    if (open_ == "message") {
+      emit_({{"type", "response.output_text.done"},
+             {"item_id", item_id()},
+             {"output_index", output_index()},
+             {"content_index", 0},
+             {"text", text_},
+             {"logprobs", json::array()}});
+      part_done(text_part(text_));
+      item["content"] = json::array({text_part(text_)});
+    } else if (open_ == "reasoning") {
+      emit_({{"type", "response.reasoning_text.done"},
+             {"item_id", item_id()},
+             {"output_index", output_index()},
+             {"content_index", 0},
+             {"text", text_}});
+      part_done(reasoning_part(text_));
+      item["content"] = json::array({reasoning_part(text_)});
+    } else if (open_ == "function_call") {
+      emit_({{"type", "response.function_call_arguments.done"},
+             {"item_id", item_id()},
+             {"output_index", output_index()},
+             {"name", item["name"]},
+             {"arguments", text_}});
+      item["arguments"] = text_;
+      used_tools_ = true;
+    }
+    item["status"] = status;
+    emit_({{"type", "response.output_item.done"}, {"output_index", output_index()}, {"item", item}});
+    open_.clear();
+    text_.clear();
+  }
+
+  Emit emit_;
+  json output_ = json::array();
+  std::string open_;  // type of the open item; empty when none
+  std::string text_;  // the open item's text / reasoning / arguments so far
+  bool used_tools_ = false;
+};
+
+json usage_json(const Usage& u) {
+  return {{"input_tokens", u.prompt_tokens},
+          {"input_tokens_details", {{"cached_tokens", u.cached_tokens}, {"cache_write_tokens", 0}}},
+          {"output_tokens", u.completion_tokens},
+          {"output_tokens_details", {{"reasoning_tokens", 0}}},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+// What the response object echoes from the request.
+struct Echo {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  json instructions;
+  json max_output_tokens;
+  json previous_response_id;
+  json reasoning;
+  json temperature;
+  json top_p;
+  json text;
+  json tool_choice;
+  json tools;
+  json metadata;
+  bool store = true;
+  bool parallel_tool_calls = true;
+};
+
+json response_object(const Echo& e, const std::string& status, const json& output,
+                     const json& usage, const json& incomplete) {
+  return {{"id", e.id},
+          {"object", "response"},
+          {"created_at", e.created},
+          {"status", status},
+          {"background", false},
+          {"error", nullptr},
+          {"incomplete_details", incomplete},
+          {"instructions", e.instructions},
+          {"max_output_tokens", e.max_output_tokens},
+          {"model", e.model},
+          {"output", output},
+          {"parallel_tool_calls", e.parallel_tool_calls},
+          {"previous_response_id", e.previous_response_id},
+          {"reasoning", e.reasoning},
+          {"store", e.store},
+          {"temperature", e.temperature},
+          {"text", e.text},
+          {"tool_choice", e.tool_choice},
+          {"tools", e.tools},
+          {"top_p", e.top_p},
+          {"truncation", "disabled"},
+          {"usage", usage},
+          {"metadata", e.metadata}};
+}
+
+json echo_or(const Body& body, const char* key, json fallback) {
+  if (body.contains(key) && !body[key].is_null()) return json(body[key]);
+  return fallback;
+}
+
+}  // namespace
+
+HttpResponse responses_get(ResponsesStore& store, const HttpRequest& http) {
+  const std::string prefix = "/responses/";
+  const size_t at = http.path.rfind(prefix);
+  const std::string id = at == std::string::npos ? "" : http.path.substr(at + prefix.size());
+  auto entry = store.get(id);
+  if (!entry) {
+    return error_response(ErrorFlavor::OpenAI, 404,
+                          fmt::format("no response with id '{}' is stored on this server", id));
+  }
+  HttpResponse r;
+  r.body = dump(entry->response);
+  return r;
+}
+
+HttpResponse responses_create(Service& service, ResponsesStore& store, const HttpRequest& http) {
+  Body body = Body::parse(http.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return bad_request("the request body is not a JSON object");
+  if (!body.contains("input")) return bad_request("'input' is required", "input");
+  auto input = responses_input_items(body["input"]);
+  if (!input) return bad_request(input.error().message, "input");
+
+  json items = json::array();
+  json previous_id = nullptr;
+  if (body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
+    if (!body["previous_response_id"].is_string())
+      return bad_request("'previous_response_id' must be a string", "previous_response_id");
+    const std::string prev = body["previous_response_id"].get<std::string>();
+    auto entry = store.get(prev);
+    if (!entry) {
+      return error_response(
+          ErrorFlavor::OpenAI, 404,
+          fmt::format("Previous response with id '{}' not found (responses are kept in memory; "
+                      "the server may have restarted or dropped it)",
+                      prev),
+          "previous_response_id");
+    }
+    items = entry->items;
+    previous_id = prev;
+  }
+  for (const auto& item : *input) items.push_back(json(item));
+
+  std::string instructions;
+  if (body.contains("instructions") && !body["instructions"].is_null()) {
+    if (!body["instructions"].is_string())
+      return bad_request("'instructions' must be a string", "instructions");
+    instructions = body["instructions"].get<std::string>();
+  }
+  auto messages = responses_items_to_template(Body(items), instructions);
+  if (!messages) return bad_request(messages.error().message, "input");
+  auto tools = responses_tools_to_template(body);
+  if (!tools) return bad_request(tools.error().message, "tools");
+
+  ChatPromptOptions po;
+  if (body.contains("reasoning") && body["reasoning"].is_object() &&
+      body["reasoning"].contains("effort") && body["reasoning"]["effort"].is_string()) {
+    po.enable_thinking = body["reasoning"]["effort"].get<std::string>() != "none";
+  }
+  Engine& engine = service.engine();
+  auto formatter = ChatFormatter::create(engine.model());
+  if (!formatter) return bad_request(formatter.error().message);
+  auto prompt = formatter->tokens(*messages, *tools, po);
+  if (!prompt) return bad_request(prompt.error().message);
+
+  Request request;
+  request.prompt = std::move(*prompt);
+  const int64_t context = engine.model().context;
+  Body sampling = Body::object();
+  for (const char* key : {"temperature", "top_p", "max_output_tokens"}) {
+    if (body.contains(key)) sampling[key] = body[key];
+  }
+  if (auto ok = read_sampling(sampling, request, context); !ok)
+    return bad_request(ok.error().message);
+  request.options.max_tokens = std::min<int64_t>(
+      request.options.max_tokens, context - static_cast<int64_t>(request.prompt.size()));
+
+  Echo echo;
+  echo.id = random_id("resp_");
+  echo.created = unix_time();
+  echo.model = body.contains("model") && body["model"].is_string()
+                   ? body["model"].get<std::string>()
+                   : service.info().model_name;
+  echo.instructions = instructions.empty() ? json(nullptr) : json(instructions);
+  echo.max_output_tokens = echo_or(body, "max_output_tokens", nullptr);
+  echo.previous_response_id = previous_id;
+  echo.reasoning = echo_or(body, "reasoning", json{{"effort", nullptr}, {"summary", nullptr}});
+  echo.temperature = echo_or(body, "temperature", 1.0);
+  echo.top_p = echo_or(body, "top_p", 1.0);
+  echo.text = echo_or(body, "text", json{{"format", {{"type", "text"}}}});
+  echo.tool_choice = echo_or(body, "tool_choice", "auto");
+  echo.tools = echo_or(body, "tools", json::array());
+  echo.metadata = echo_or(body, "metadata", json::object());
+  echo.store = body.value("store", true);
+  echo.parallel_tool_calls = body.value("parallel_tool_calls", true);
+
+  const bool thinking = !po.enable_thinking.has_value() || *po.enable_thinking;
+  auto splitter = std::make_shared<OutputSplitter>(engine.model(), thinking, *tools);
+  auto submitted = engine.submit(std::move(request));
+  if (!submitted) return bad_request(submitted.error().message);
+  auto events = *submitted;
+
+  // Runs the generation through `assembler`; returns the final response object and stores it.
+  auto complete = [&store, echo, items, splitter](ItemAssembler& assembler, const Event& done) {
+    for (const auto& piece : splitter->finish()) assembler.add(piece);
+    const bool cut = done.finish == FinishReason::Length;
+    assembler.finish(cut ? "incomplete" : "completed");
+    json incomplete = cut ? json{{"reason", "max_output_tokens"}} : json(nullptr);
+    json response = response_object(echo, cut ? "incomplete" : "completed", assembler.output(),
+                                     usage_json(done.usage), incomplete);
+    if (echo.store) {
+      json all = items;
+      for (const auto& item : assembler.output()) all.push_back(item);
+      store.put(echo.id, {std::move(all), response});
+    }
+    return response;
+  };
+
+  if (!body.value("stream", false)) {
+    ItemAssembler assembler([](const json&) {});
+    Event done;
+    while (auto e = events->next()) {
+      if (e->type == Event::Type::Text) {
+        for (const auto& piece : splitter->feed(e->text)) assembler.add(piece);
+      } else {
+        done = *e;
+      }
+    }
+    if (done.type == Event::Type::Error)
+      return error_response(ErrorFlavor::OpenAI, 500, done.error);
+    HttpResponse r;
+    r.body = dump(complete(assembler, done));
+    return r;
+  }
+
+  HttpResponse r;
+  r.content_type = "text/event-stream";
+  r.stream = [=](const StreamWriter& write) {
+    int64_t sequence = 0;
+    bool alive = true;
+    auto emit = [&](json event) {
+      event["sequence_number"] = sequence++;
+      const std::string name = event["type"].get<std::string>();
+      if (alive) alive = write(sse_event(dump(event), name));
+      if (!alive) events->cancel();
+    };
+    const json pending = response_object(echo, "in_progress", json::array(), nullptr, nullptr);
+    emit({{"type", "response.created"}, {"response", pending}});
+    emit({{"type", "response.in_progress"}, {"response", pending}});
+    ItemAssembler assembler(emit);
+    while (auto e = events->next()) {
+      if (e->type == Event::Type::Text) {
+        for (const auto& piece : splitter->feed(e->text)) assembler.add(piece);
+      } else if (e->type == Event::Type::Error) {
+        assembler.finish("incomplete");
+        json failed = response_object(echo, "failed", assembler.output(), nullptr, nullptr);
+        failed["error"] = {{"code", "server_error"}, {"message", e->error}};
+        emit({{"type", "response.failed"}, {"response", failed}});
+      } else {
+        json response = complete(assembler, *e);
+        const bool cut = response["status"] == "incomplete";
+        emit({{"type", cut ? "response.incomplete" : "response.completed"},
+              {"response", std::move(response)}});
+      }
+    }
+  };
+  return r;
+}
+
+}  // namespace tern::api
