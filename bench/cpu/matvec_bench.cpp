@@ -285,6 +285,13 @@ void prefill_shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }
 
+// Prefill of the small real models and Qwen3-1.7B: SmolLM2 ffn_up (1536 x 576), Gemma 3 ffn_down
+// (640 x 2048), Qwen3-1.7B ffn_up (6144 x 2048), 128 prompt tokens.
+void small_prefill_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({1536, 576, 128})->Args({640, 2048, 128})->Args({6144, 2048, 128});
+  b->ArgNames({"rows", "cols", "n"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+}
+
 BENCHMARK(ReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(Matvec, Q4_K, TensorType::Q4_K)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, Q6_K, TensorType::Q6_K)->Apply(shapes);
@@ -323,6 +330,11 @@ BENCHMARK_CAPTURE(Kernel1T, IQ4_XS, TensorType::IQ4_XS)
 BENCHMARK_CAPTURE(Kernel1T, BF16, TensorType::BF16)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
 BENCHMARK_CAPTURE(Matmul, Q4_K, TensorType::Q4_K)->Apply(prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q8_0, TensorType::Q8_0)->Apply(prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, Q6_K, TensorType::Q6_K)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, Q4_K, TensorType::Q4_K)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, Q4_1, TensorType::Q4_1)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, Q5_0, TensorType::Q5_0)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, Q8_0, TensorType::Q8_0)->Apply(small_prefill_shapes);
 
 }  // namespace
 

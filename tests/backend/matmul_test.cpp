@@ -5,6 +5,8 @@
 // activation rounding: |x_i - x~_i| <= d_block / 2 with d_block = amax_block / 127. Hence
 // |y - y_ref| <= sum_i |w_i| * d_block(i) / 2, plus 1e-5 * sum |w_i x_i| for fp32 accumulation.
 // Float weight types (F32/F16/BF16) keep fp32 activations: 1e-5 * sum |w_i x_i|.
+// n > 1 on the AVX-512 path runs the multi-row kernels (gemm_avx512.cpp) for the types that have
+// them; n = 2..33 covers full groups of kGemmRows activation rows and every remainder.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,7 +113,7 @@ TEST_P(CpuProducts, MatchFloat64ReferenceOnEveryPath) {
   std::mt19937 rng(static_cast<uint32_t>(type) * 7919u);
   for (int64_t cols : col_counts) {
     for (int64_t rows : {1, 7, 33}) {
-      for (int64_t n : {1, 3, 5}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 16, 33}) {
         const auto w = tern::testing::random_weights(type, rows, cols, rng);
         const auto x = activations(n * cols, rng);
         const Reference ref = reference(type, w, rows, cols, x, n);

@@ -24,10 +24,30 @@ struct Acts {
   const int32_t* isum = nullptr;
   const float* ds = nullptr;
   const int16_t* bsums = nullptr;
+  // Q8x32 rows prepared for the multi-row kernels (GemmKernel::lanes), one entry per 4 activations
+  // (the int32 lanes of vpdpbusd): lane_d = the block's d; lane_bias = -bias * (sum of the 4 qs);
+  // lane_dsum = d * (sum of the 4 qs).
+  const float* lane_d = nullptr;
+  const int32_t* lane_bias = nullptr;
+  const float* lane_dsum = nullptr;
 };
 
 // Dot product of one weight row (GGUF blocks) with prepared activations.
 using DotFn = float (*)(const void* w_row, const Acts& x, int64_t cols);
+
+// Products of one weight row with `rows` (1..kGemmRows) activation rows: y[j * y_stride] for j <
+// rows. Used by matmul for n > 1: the weight blocks are decoded once for all the rows.
+constexpr int kGemmRows = 4;
+using GemmFn = void (*)(const void* w_row, const Acts* x, int rows, int64_t cols, float* y,
+                        int64_t y_stride);
+struct GemmKernel {
+  GemmFn fn = nullptr;
+  bool lanes = false;   // needs Acts::lane_d and lane_bias (bias types) or lane_dsum (affine)
+  int bias = 0;         // weight = d * (code - bias) [+ m]
+  bool affine = false;  // has a per-block m: reads lane_dsum instead of lane_bias
+};
+// gemm_avx512.cpp; fn == nullptr when the type has no multi-row kernel.
+GemmKernel gemm_avx512(TensorType type);
 
 ActFormat act_format(TensorType type);
 

@@ -38,6 +38,9 @@ struct PreparedActs {
   int32_t* isum = nullptr;
   float* ds = nullptr;
   int16_t* bsums = nullptr;
+  float* lane_d = nullptr;       // [n x cols/4] when prepared for a GemmKernel with lanes
+  int32_t* lane_bias = nullptr;  // bias types
+  float* lane_dsum = nullptr;    // affine types
 
   Acts row(int64_t j) const {
     Acts a;
@@ -48,6 +51,9 @@ struct PreparedActs {
       a.d = d + j * (cols / 32);
       a.isum = isum + j * (cols / 32);
       a.ds = ds + j * (cols / 32) * 2;
+      if (lane_d) a.lane_d = lane_d + j * (cols / 4);
+      if (lane_bias) a.lane_bias = lane_bias + j * (cols / 4);
+      if (lane_dsum) a.lane_dsum = lane_dsum + j * (cols / 4);
     } else {
       a.qs = qs + j * cols;
       a.d = d + j * (cols / 256);
@@ -57,8 +63,24 @@ struct PreparedActs {
   }
 };
 
+// The per-lane data of one prepared Q8x32 row for a GemmKernel (kernels.h, Acts::lane_*).
+void fill_lanes(const Acts& a, int64_t cols, const detail::GemmKernel& g, float* lane_d,
+                int32_t* lane_bias, float* lane_dsum) {
+  for (int64_t l = 0; l < cols / 4; ++l) {
+    const int8_t* q = a.qs + 4 * l;
+    const int32_t sum = int32_t{q[0]} + q[1] + q[2] + q[3];
+    const float d = a.d[l / 8];
+    lane_d[l] = d;
+    if (g.affine) {
+      lane_dsum[l] = d * static_cast<float>(sum);
+    } else {
+      lane_bias[l] = -g.bias * sum;
+    }
+  }
+}
+
 PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, int64_t cols,
-                     Scratch& scratch, ThreadPool& pool) {
+                     Scratch& scratch, ThreadPool& pool, const detail::GemmKernel& gemm) {
   PreparedActs p{detail::act_format(type), cols};
   if (p.format == ActFormat::F32) {
     p.f32 = x;
@@ -72,7 +94,9 @@ PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, i
       align64(p.format == ActFormat::Q8x32 ? un * (ucols / 32) * sizeof(int32_t)
                                            : un * (ucols / 16) * sizeof(int16_t));
   const size_t ds_bytes = p.format == ActFormat::Q8x32 ? un * (ucols / 32) * 2 * sizeof(float) : 0;
-  const size_t total = qs_bytes + d_bytes + sum_bytes + ds_bytes + 64;
+  const bool lanes = gemm.fn != nullptr && gemm.lanes && p.format == ActFormat::Q8x32;
+  const size_t lane_bytes = lanes ? align64(un * (ucols / 4) * sizeof(float)) : 0;
+  const size_t total = align64(qs_bytes + d_bytes + sum_bytes + ds_bytes) + 2 * lane_bytes + 64;
   if (scratch.bytes.size() < total) scratch.bytes.resize(total);
   auto base = reinterpret_cast<uintptr_t>(scratch.bytes.data());
   std::byte* start = scratch.bytes.data() + (align64(base) - base);
@@ -84,6 +108,15 @@ PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, i
     p.ds = reinterpret_cast<float*>(start + qs_bytes + d_bytes + sum_bytes);
   } else {
     p.bsums = static_cast<int16_t*>(sums);
+  }
+  if (lanes) {
+    std::byte* lane_base = start + align64(qs_bytes + d_bytes + sum_bytes + ds_bytes);
+    p.lane_d = reinterpret_cast<float*>(lane_base);
+    if (gemm.affine) {
+      p.lane_dsum = reinterpret_cast<float*>(lane_base + lane_bytes);
+    } else {
+      p.lane_bias = reinterpret_cast<int32_t*>(lane_base + lane_bytes);
+    }
   }
   const auto q32 = detail::quantize_acts_q8x32_fn(path);
   const auto q256 = detail::quantize_acts_q8x256_fn(path);
@@ -98,6 +131,11 @@ PreparedActs prepare(TensorType type, CpuPath path, const float* x, int64_t n, i
         for (int64_t b = 0; b < cols / 32; ++b) {
           ds[2 * b] = a.d[b];
           ds[2 * b + 1] = a.d[b] * static_cast<float>(a.isum[b]);
+        }
+        if (lanes) {
+          fill_lanes(a, cols, gemm, p.lane_d + row * (cols / 4),
+                     p.lane_bias ? p.lane_bias + row * (cols / 4) : nullptr,
+                     p.lane_dsum ? p.lane_dsum + row * (cols / 4) : nullptr);
         }
       } else {
         q256(x + row * cols, cols, const_cast<int8_t*>(a.qs), const_cast<float*>(a.d),
@@ -158,11 +196,36 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
   if (rows == 0 || n == 0) return ok_result();
   const CpuPath path = options.path.value_or(default_cpu_path());
   const DotFn dot = pick_kernel(type, path);
+  detail::GemmKernel gemm;
+  if (n > 1 && path == CpuPath::Avx512) gemm = detail::gemm_avx512(type);
   Scratch local;
   Scratch& scratch = options.scratch ? *options.scratch : local;
-  const PreparedActs acts = prepare(type, path, x, n, cols, scratch, pool);
+  const PreparedActs acts = prepare(type, path, x, n, cols, scratch, pool, gemm);
   const size_t row_bytes = *tensor_bytes(type, static_cast<uint64_t>(cols));
   const auto* wbytes = static_cast<const std::byte*>(w);
+
+  if (gemm.fn != nullptr) {
+    // Tiles of weight rows (in L2) x groups of kGemmRows activation rows (in L1): each group
+    // passes over the tile's rows, each weight block decoded once per group.
+    constexpr int64_t kGemmTile = 32;
+    const int64_t gemm_tiles = (rows + kGemmTile - 1) / kGemmTile;
+    pool.parallel_for(static_cast<size_t>(gemm_tiles), [&](size_t begin, size_t end, size_t) {
+      for (size_t t = begin; t < end; ++t) {
+        const int64_t r0 = static_cast<int64_t>(t) * kGemmTile;
+        const int64_t r1 = std::min(rows, r0 + kGemmTile);
+        for (int64_t j = 0; j < n; j += detail::kGemmRows) {
+          const int group = static_cast<int>(std::min<int64_t>(detail::kGemmRows, n - j));
+          Acts a[detail::kGemmRows];
+          for (int k = 0; k < group; ++k) a[k] = acts.row(j + k);
+          for (int64_t r = r0; r < r1; ++r) {
+            gemm.fn(wbytes + static_cast<size_t>(r) * row_bytes, a, group, cols, y + j * rows + r,
+                    rows);
+          }
+        }
+      }
+    });
+    return ok_result();
+  }
 
   // Tiles of weight rows small enough to stay in L2 while all n activation rows pass over them.
   constexpr int64_t kTile = 16;
