@@ -1,7 +1,7 @@
 // The generated text split into the pieces the Anthropic and Responses endpoints turn into
 // content blocks / output items: visible text, reasoning, and tool calls (a name, then JSON
-// argument fragments, then an end). OutputSplitter adapts the model-family output parser to
-// this one shape, so both endpoints share one streaming state machine each over it.
+// argument fragments, then an end). OutputSplitter adapts the model-family output parser
+// (api/output_parser.h) to this one shape, so each endpoint has one state machine over it.
 #pragma once
 
 #include <memory>
@@ -9,33 +9,35 @@
 #include <string>
 #include <vector>
 
-#include "engine/loaded_model.h"
-
 namespace tern::api {
+
+class OutputParser;
 
 struct OutputPiece {
   enum class Kind { Text, Reasoning, ToolCallStart, ToolCallArguments, ToolCallEnd };
   Kind kind = Kind::Text;
   std::string text;  // Text / Reasoning: new text; ToolCallStart: the tool's name;
                      // ToolCallArguments: a fragment of the arguments' JSON text
+  std::string id;    // ToolCallStart: the call's id ("call_...")
 };
 
 class OutputSplitter {
  public:
-  // thinking: the prompt was rendered with reasoning on (the output may start inside it).
-  // tools: the tools offered in the template format (empty: no tool calls are looked for).
-  OutputSplitter(const LoadedModel& model, bool thinking, const nlohmann::ordered_json& tools);
+  // template_source: the chat template (picks the model family's markers); rendered_prompt: the
+  // prompt as rendered (whether the output starts inside reasoning); tools: the tools offered in
+  // the template format (empty: no tool calls are looked for).
+  OutputSplitter(const std::string& template_source, const std::string& rendered_prompt,
+                 const nlohmann::ordered_json& tools);
   ~OutputSplitter();
   OutputSplitter(OutputSplitter&&) noexcept;
   OutputSplitter& operator=(OutputSplitter&&) noexcept;
 
   std::vector<OutputPiece> feed(const std::string& text);
-  // End of generation: whatever was held back (a partial marker) comes out.
+  // End of generation: whatever was held back (a partial marker, an unterminated call) comes out.
   std::vector<OutputPiece> finish();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<OutputParser> parser_;
 };
 
 }  // namespace tern::api

@@ -184,9 +184,6 @@ Result<ordered_json> anthropic_messages_to_template(const json& body) {
 
 Result<ordered_json> anthropic_tools_to_template(const json& body) {
   ordered_json out = ordered_json::array();
-  if (!body.contains("tools") || body["tools"].is_null()) return out;
-  const json& tools = body["tools"];
-  if (!tools.is_array()) return Error{"tools: must be an array"};
   std::string choice = "auto";
   std::string forced;
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
@@ -202,6 +199,12 @@ Result<ordered_json> anthropic_tools_to_template(const json& body) {
       forced = tc["name"].get<std::string>();
     }
   }
+  if (!body.contains("tools") || body["tools"].is_null()) {
+    if (!forced.empty()) return make_error("tool_choice.name: no tool named '{}' in tools", forced);
+    return out;
+  }
+  const json& tools = body["tools"];
+  if (!tools.is_array()) return Error{"tools: must be an array"};
   if (choice == "none") return out;
   bool found = false;
   for (size_t i = 0; i < tools.size(); ++i) {

@@ -37,7 +37,8 @@ HttpResponse bad_request(const std::string& message) {
 struct Prepared {
   Request request;
   ordered_json tools;
-  bool thinking = false;
+  std::string template_source;  // with the rendered prompt: how to parse the output
+  std::string rendered;
   std::string model;  // echoed back as the client sent it
   int64_t input_tokens = 0;
 };
@@ -62,10 +63,14 @@ Result<std::vector<int32_t>> render_prompt(Service& service, const Body& body, P
       return make_error("thinking.type: '{}' is not one of enabled, disabled", type);
     }
   }
-  p.thinking = *po.enable_thinking;
-  auto formatter = ChatFormatter::create(service.engine().model());
+  const LoadedModel& model = service.engine().model();
+  auto formatter = ChatFormatter::create(model);
   if (!formatter) return formatter.error();
-  return formatter->tokens(*messages, p.tools, po);
+  auto rendered = formatter->render(*messages, p.tools, po);
+  if (!rendered) return rendered.error();
+  p.template_source = formatter->source();
+  p.rendered = std::move(*rendered);
+  return model.tokenizer->encode(p.rendered, false, true);
 }
 
 Result<Prepared> prepare(Service& service, const Body& body) {
@@ -267,7 +272,7 @@ HttpResponse anthropic_messages(Service& service, const HttpRequest& http) {
   if (!prepared) return bad_request(prepared.error().message);
   Prepared p = std::move(*prepared);
   Engine& engine = service.engine();
-  OutputSplitter splitter(engine.model(), p.thinking, p.tools);
+  OutputSplitter splitter(p.template_source, p.rendered, p.tools);
   auto submitted = engine.submit(std::move(p.request));
   if (!submitted) return bad_request(submitted.error().message);
   auto events = *submitted;

@@ -74,7 +74,7 @@ class ItemAssembler {
               {"type", "function_call"},
               {"status", "in_progress"},
               {"arguments", ""},
-              {"call_id", random_id("call_")},
+              {"call_id", piece.id.empty() ? random_id("call_") : piece.id},
               {"name", piece.text}});
         return;
       case Kind::ToolCallArguments:
@@ -295,11 +295,11 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   Engine& engine = service.engine();
   auto formatter = ChatFormatter::create(engine.model());
   if (!formatter) return bad_request(formatter.error().message);
-  auto prompt = formatter->tokens(*messages, *tools, po);
-  if (!prompt) return bad_request(prompt.error().message);
+  auto rendered = formatter->render(*messages, *tools, po);
+  if (!rendered) return bad_request(rendered.error().message);
 
   Request request;
-  request.prompt = std::move(*prompt);
+  request.prompt = engine.model().tokenizer->encode(*rendered, false, true);
   const int64_t context = engine.model().context;
   Body sampling = Body::object();
   for (const char* key : {"temperature", "top_p", "max_output_tokens"}) {
@@ -329,8 +329,7 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   echo.store = body.value("store", true);
   echo.parallel_tool_calls = body.value("parallel_tool_calls", true);
 
-  const bool thinking = !po.enable_thinking.has_value() || *po.enable_thinking;
-  auto splitter = std::make_shared<OutputSplitter>(engine.model(), thinking, *tools);
+  auto splitter = std::make_shared<OutputSplitter>(formatter->source(), *rendered, *tools);
   auto submitted = engine.submit(std::move(request));
   if (!submitted) return bad_request(submitted.error().message);
   auto events = *submitted;

