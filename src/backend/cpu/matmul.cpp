@@ -3,6 +3,7 @@
 // hot in cache while it visits every activation row). The bandwidth numbers of the kernels are in
 // their own files and in bench/results/.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
@@ -209,9 +210,13 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
     // passes over the tile's rows, each weight block decoded once per group.
     constexpr int64_t kGemmTile = 32;
     const int64_t gemm_tiles = (rows + kGemmTile - 1) / kGemmTile;
-    pool.parallel_for(static_cast<size_t>(gemm_tiles), [&](size_t begin, size_t end, size_t) {
-      for (size_t t = begin; t < end; ++t) {
-        const int64_t r0 = static_cast<int64_t>(t) * kGemmTile;
+    // Tiles are handed out one at a time from a shared counter rather than split evenly up
+    // front: on a shared machine one thread is often descheduled, and the others take its tiles.
+    std::atomic<int64_t> next_tile{0};
+    const size_t workers = std::min(pool.size(), static_cast<size_t>(gemm_tiles));
+    pool.parallel_for(workers, [&](size_t, size_t, size_t) {
+      for (int64_t t = next_tile.fetch_add(1); t < gemm_tiles; t = next_tile.fetch_add(1)) {
+        const int64_t r0 = t * kGemmTile;
         const int64_t r1 = std::min(rows, r0 + kGemmTile);
         for (int64_t j = 0; j < n; j += detail::kGemmRows) {
           const int group = static_cast<int>(std::min<int64_t>(detail::kGemmRows, n - j));
