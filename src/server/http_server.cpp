@@ -97,6 +97,12 @@ void HttpServer::route(const std::string& method, const std::string& path, api::
   }
 }
 
+void HttpServer::route_public(const std::string& path, Handler handler) {
+  server_->Get(path, [handler](const httplib::Request& req, httplib::Response& res) {
+    send(handler(to_api(req)), res);
+  });
+}
+
 Result<void> HttpServer::bind() {
   if (options_.port == 0) {
     bound_port_ = server_->bind_to_any_port(options_.host);

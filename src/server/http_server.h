@@ -35,6 +35,8 @@ class HttpServer {
   // flavor decides the shape of transport-level errors (401, 404, 413) on this route.
   void route(const std::string& method, const std::string& path, api::ErrorFlavor flavor,
              Handler handler);
+  // A GET route served without an API key, for files that hold no secrets (the chat page).
+  void route_public(const std::string& path, Handler handler);
   // Binds the port (port 0 picks a free one); errors name the address.
   Result<void> bind();
   int port() const { return bound_port_; }

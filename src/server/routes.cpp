@@ -5,6 +5,7 @@
 #include "api/anthropic_messages.h"
 #include "api/openai_chat.h"
 #include "api/responses.h"
+#include "server/chat_page.h"
 
 namespace tern::server {
 
@@ -37,6 +38,7 @@ void register_routes(HttpServer& server, api::Service& service) {
                  [responses](const HttpRequest& r) { return api::responses_get(*responses, r); });
   }
   server.route("GET", "/health", ErrorFlavor::OpenAI, bind(&api::Service::health));
+  register_chat_page(server);
   server.route("GET", "/metrics", ErrorFlavor::OpenAI, bind(&api::Service::metrics));
 }
 
