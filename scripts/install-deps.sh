@@ -11,6 +11,7 @@ apt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libcli11-dev libcpp-httplib-dev libpcre2-dev libicu-dev libxxhash-dev libssl-dev libcurl4-openssl-dev
   python3 python3-venv python3-pip
+  chromium  # headless browser for tests/server/test_chat_page.py (driven by PyPI playwright)
 )
 missing=()
 for p in "${apt_packages[@]}"; do
