@@ -162,8 +162,7 @@ Result<ordered_json> anthropic_messages_to_template(const json& body) {
   }
   if (!body.contains("messages")) return Error{"messages: field required"};
   const json& messages = body["messages"];
-  if (!messages.is_array() || messages.empty())
-    return Error{"messages: must be a non-empty array"};
+  if (!messages.is_array() || messages.empty()) return Error{"messages: must be a non-empty array"};
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
     const std::string where = fmt::format("messages.{}", i);
@@ -211,8 +210,8 @@ Result<ordered_json> anthropic_tools_to_template(const json& body) {
     const json& t = tools[i];
     if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
       return make_error("tools.{}.name: field required", i);
-    const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>()
-                                                                       : "custom";
+    const std::string type =
+        t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "custom";
     if (!t.contains("input_schema")) {
       if (type != "custom") continue;  // a server tool (web_search_..., bash_...): not ours to run
       return make_error("tools.{}.input_schema: field required", i);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/anthropic_assembler.h"
 #include "api/anthropic_blocks.h"
 #include "api/errors.h"
 #include "api/openai_common.h"
@@ -23,7 +24,6 @@ using Body = nlohmann::json;
 namespace {
 
 constexpr auto kPingInterval = std::chrono::seconds(5);
-const char* const kThinkingSignature = "tern-local-thinking";
 
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -76,7 +76,7 @@ Result<std::vector<int32_t>> render_prompt(Service& service, const Body& body, P
 Result<Prepared> prepare(Service& service, const Body& body) {
   Prepared p;
   p.model = body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>()
-                                                                 : service.info().model_name;
+                                                                : service.info().model_name;
   if (!body.contains("max_tokens")) return Error{"max_tokens: field required"};
   if (!body["max_tokens"].is_number_integer() || body["max_tokens"].get<int64_t>() < 1)
     return Error{"max_tokens: must be a positive integer"};
@@ -104,86 +104,6 @@ Result<Prepared> prepare(Service& service, const Body& body) {
       std::min<int64_t>(p.request.options.max_tokens, context - p.input_tokens);
   return p;
 }
-
-// Pieces of generated text -> content blocks, emitting the stream events as blocks open, grow
-// and close. The non-streaming response uses the same machine with events dropped.
-class BlockAssembler {
- public:
-  using Emit = std::function<void(const char* name, const json& data)>;
-  explicit BlockAssembler(Emit emit) : emit_(std::move(emit)) {}
-
-  void add(const OutputPiece& piece) {
-    using Kind = OutputPiece::Kind;
-    switch (piece.kind) {
-      case Kind::Text:
-        if (piece.text.empty()) return;
-        if (open_ != "text") open({{"type", "text"}, {"text", ""}});
-        content_.back()["text"] = content_.back()["text"].get<std::string>() + piece.text;
-        delta({{"type", "text_delta"}, {"text", piece.text}});
-        return;
-      case Kind::Reasoning:
-        if (piece.text.empty()) return;
-        if (open_ != "thinking") open({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
-        content_.back()["thinking"] = content_.back()["thinking"].get<std::string>() + piece.text;
-        delta({{"type", "thinking_delta"}, {"thinking", piece.text}});
-        return;
-      case Kind::ToolCallStart:
-        open({{"type", "tool_use"},
-              {"id", random_id("toolu_")},
-              {"name", piece.text},
-              {"input", json::object()}});
-        arguments_.clear();
-        return;
-      case Kind::ToolCallArguments:
-        if (open_ != "tool_use" || piece.text.empty()) return;
-        arguments_ += piece.text;
-        delta({{"type", "input_json_delta"}, {"partial_json", piece.text}});
-        return;
-      case Kind::ToolCallEnd:
-        if (open_ == "tool_use") close();
-        return;
-    }
-  }
-  void finish() { close(); }
-  const json& content() const { return content_; }
-  bool used_tools() const { return used_tools_; }
-
- private:
-  void open(json block) {
-    close();
-    open_ = block["type"].get<std::string>();
-    json start = block;
-    content_.push_back(std::move(block));
-    const int64_t index = static_cast<int64_t>(content_.size()) - 1;
-    emit_("content_block_start",
-          {{"type", "content_block_start"}, {"index", index}, {"content_block", start}});
-  }
-  void delta(const json& d) {
-    const int64_t index = static_cast<int64_t>(content_.size()) - 1;
-    emit_("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", d}});
-  }
-  void close() {
-    if (open_.empty()) return;
-    json& block = content_.back();
-    if (open_ == "thinking") {
-      block["signature"] = kThinkingSignature;
-      delta({{"type", "signature_delta"}, {"signature", kThinkingSignature}});
-    } else if (open_ == "tool_use") {
-      json input = json::parse(arguments_, nullptr, false);
-      block["input"] = input.is_object() ? input : json::object();
-      used_tools_ = true;
-    }
-    const int64_t index = static_cast<int64_t>(content_.size()) - 1;
-    emit_("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
-    open_.clear();
-  }
-
-  Emit emit_;
-  json content_ = json::array();
-  std::string open_;  // type of the open block; empty when none is open
-  std::string arguments_;
-  bool used_tools_ = false;
-};
 
 json stop_reason(const Event& done, bool used_tools) {
   if (done.finish == FinishReason::Length) return "max_tokens";
@@ -291,7 +211,7 @@ HttpResponse anthropic_messages(Service& service, const HttpRequest& http) {
   const bool stream = body.value("stream", false);
 
   if (!stream) {
-    BlockAssembler blocks([](const char*, const json&) {});
+    AnthropicBlockAssembler blocks([](const char*, const json&) {});
     Event done;
     while (auto e = events->next()) {
       if (e->type == Event::Type::Text) {
@@ -305,10 +225,9 @@ HttpResponse anthropic_messages(Service& service, const HttpRequest& http) {
     for (const auto& piece : splitter.finish()) blocks.add(piece);
     blocks.finish();
     HttpResponse r;
-    r.body = dump(message(
-        blocks.content(), stop_reason(done, blocks.used_tools()),
-        done.stop_sequence.empty() ? json(nullptr) : json(done.stop_sequence),
-        usage_json(done.usage)));
+    r.body = dump(message(blocks.content(), stop_reason(done, blocks.used_tools()),
+                          done.stop_sequence.empty() ? json(nullptr) : json(done.stop_sequence),
+                          usage_json(done.usage)));
     return r;
   }
 
@@ -330,7 +249,7 @@ HttpResponse anthropic_messages(Service& service, const HttpRequest& http) {
     emit("message_start", {{"type", "message_start"},
                            {"message", message(json::array(), nullptr, nullptr, start_usage)}});
     emit("ping", {{"type", "ping"}});
-    BlockAssembler blocks(emit);
+    AnthropicBlockAssembler blocks(emit);
     while (auto e = events->next()) {
       if (e->type == Event::Type::Text) {
         for (const auto& piece : shared_splitter->feed(e->text)) blocks.add(piece);
@@ -340,9 +259,9 @@ HttpResponse anthropic_messages(Service& service, const HttpRequest& http) {
       } else {
         for (const auto& piece : shared_splitter->finish()) blocks.add(piece);
         blocks.finish();
-        json delta = {{"stop_reason", stop_reason(*e, blocks.used_tools())},
-                      {"stop_sequence", e->stop_sequence.empty() ? json(nullptr)
-                                                                 : json(e->stop_sequence)}};
+        json delta = {
+            {"stop_reason", stop_reason(*e, blocks.used_tools())},
+            {"stop_sequence", e->stop_sequence.empty() ? json(nullptr) : json(e->stop_sequence)}};
         emit("message_delta",
              {{"type", "message_delta"}, {"delta", delta}, {"usage", usage_json(e->usage)}});
         emit("message_stop", {{"type", "message_stop"}});

@@ -5,6 +5,7 @@
 #include "api/anthropic_blocks.h"
 #include "api/errors.h"
 #include "api/openai_common.h"
+#include "api/responses_assembler.h"
 #include "api/service.h"
 #include "engine/chat_prompt.h"
 
@@ -24,154 +25,6 @@ std::string dump(const json& j) {
 HttpResponse bad_request(const std::string& message, const std::string& param = "") {
   return error_response(ErrorFlavor::OpenAI, 400, message, param);
 }
-
-// Output items from pieces of generated text, with the stream's events as items open, grow and
-// close. The non-streaming response uses the same machine with events dropped.
-class ItemAssembler {
- public:
-  using Emit = std::function<void(const json& event)>;  // event without sequence_number
-  explicit ItemAssembler(Emit emit) : emit_(std::move(emit)) {}
-
-  void add(const OutputPiece& piece) {
-    using Kind = OutputPiece::Kind;
-    switch (piece.kind) {
-      case Kind::Text:
-        if (piece.text.empty()) return;
-        if (open_ != "message") {
-          open({{"id", random_id("msg_")},
-                {"type", "message"},
-                {"status", "in_progress"},
-                {"content", json::array()},
-                {"role", "assistant"}});
-          part_added(text_part(""));
-        }
-        text_ += piece.text;
-        emit_({{"type", "response.output_text.delta"},
-               {"item_id", item_id()},
-               {"output_index", output_index()},
-               {"content_index", 0},
-               {"delta", piece.text},
-               {"logprobs", json::array()}});
-        return;
-      case Kind::Reasoning:
-        if (piece.text.empty()) return;
-        if (open_ != "reasoning") {
-          open({{"id", random_id("rs_")},
-                {"type", "reasoning"},
-                {"summary", json::array()},
-                {"status", "in_progress"}});
-          part_added(reasoning_part(""));
-        }
-        text_ += piece.text;
-        emit_({{"type", "response.reasoning_text.delta"},
-               {"item_id", item_id()},
-               {"output_index", output_index()},
-               {"content_index", 0},
-               {"delta", piece.text}});
-        return;
-      case Kind::ToolCallStart:
-        open({{"id", random_id("fc_")},
-              {"type", "function_call"},
-              {"status", "in_progress"},
-              {"arguments", ""},
-              {"call_id", piece.id.empty() ? random_id("call_") : piece.id},
-              {"name", piece.text}});
-        return;
-      case Kind::ToolCallArguments:
-        if (open_ != "function_call" || piece.text.empty()) return;
-        text_ += piece.text;
-        emit_({{"type", "response.function_call_arguments.delta"},
-               {"item_id", item_id()},
-               {"output_index", output_index()},
-               {"delta", piece.text}});
-        return;
-      case Kind::ToolCallEnd:
-        if (open_ == "function_call") close("completed");
-        return;
-    }
-  }
-  // status of the item left open: "completed", or "incomplete" when generation was cut short.
-  void finish(const std::string& status) { close(status); }
-  const json& output() const { return output_; }
-  bool used_tools() const { return used_tools_; }
-
- private:
-  static json text_part(const std::string& text) {
-    return {{"type", "output_text"},
-            {"annotations", json::array()},
-            {"logprobs", json::array()},
-            {"text", text}};
-  }
-  static json reasoning_part(const std::string& text) {
-    return {{"type", "reasoning_text"}, {"text", text}};
-  }
-  std::string item_id() const { return output_.back()["id"].get<std::string>(); }
-  int64_t output_index() const { return static_cast<int64_t>(output_.size()) - 1; }
-
-  void open(json item) {
-    close("completed");
-    open_ = item["type"].get<std::string>();
-    text_.clear();
-    output_.push_back(item);
-    emit_({{"type", "response.output_item.added"},
-           {"output_index", output_index()},
-           {"item", std::move(item)}});
-  }
-  void part_added(const json& part) {
-    emit_({{"type", "response.content_part.added"},
-           {"item_id", item_id()},
-           {"output_index", output_index()},
-           {"content_index", 0},
-           {"part", part}});
-  }
-  void part_done(const json& part) {
-    emit_({{"type", "response.content_part.done"},
-           {"item_id", item_id()},
-           {"output_index", output_index()},
-           {"content_index", 0},
-           {"part", part}});
-  }
-  void close(const std::string& status) {
-    if (open_.empty()) return;
-    json& item = output_.back();
-    if (open_ == "message") {
-      emit_({{"type", "response.output_text.done"},
-             {"item_id", item_id()},
-             {"output_index", output_index()},
-             {"content_index", 0},
-             {"text", text_},
-             {"logprobs", json::array()}});
-      part_done(text_part(text_));
-      item["content"] = json::array({text_part(text_)});
-    } else if (open_ == "reasoning") {
-      emit_({{"type", "response.reasoning_text.done"},
-             {"item_id", item_id()},
-             {"output_index", output_index()},
-             {"content_index", 0},
-             {"text", text_}});
-      part_done(reasoning_part(text_));
-      item["content"] = json::array({reasoning_part(text_)});
-    } else if (open_ == "function_call") {
-      emit_({{"type", "response.function_call_arguments.done"},
-             {"item_id", item_id()},
-             {"output_index", output_index()},
-             {"name", item["name"]},
-             {"arguments", text_}});
-      item["arguments"] = text_;
-      used_tools_ = true;
-    }
-    item["status"] = status;
-    emit_({{"type", "response.output_item.done"}, {"output_index", output_index()}, {"item", item}});
-    open_.clear();
-    text_.clear();
-  }
-
-  Emit emit_;
-  json output_ = json::array();
-  std::string open_;  // type of the open item; empty when none
-  std::string text_;  // the open item's text / reasoning / arguments so far
-  bool used_tools_ = false;
-};
 
 json usage_json(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
@@ -335,13 +188,14 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   auto events = *submitted;
 
   // Runs the generation through `assembler`; returns the final response object and stores it.
-  auto complete = [&store, echo, items, splitter](ItemAssembler& assembler, const Event& done) {
+  auto complete = [&store, echo, items, splitter](ResponseItemAssembler& assembler,
+                                                  const Event& done) {
     for (const auto& piece : splitter->finish()) assembler.add(piece);
     const bool cut = done.finish == FinishReason::Length;
     assembler.finish(cut ? "incomplete" : "completed");
     json incomplete = cut ? json{{"reason", "max_output_tokens"}} : json(nullptr);
     json response = response_object(echo, cut ? "incomplete" : "completed", assembler.output(),
-                                     usage_json(done.usage), incomplete);
+                                    usage_json(done.usage), incomplete);
     if (echo.store) {
       json all = items;
       for (const auto& item : assembler.output()) all.push_back(item);
@@ -351,7 +205,7 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   };
 
   if (!body.value("stream", false)) {
-    ItemAssembler assembler([](const json&) {});
+    ResponseItemAssembler assembler([](const json&) {});
     Event done;
     while (auto e = events->next()) {
       if (e->type == Event::Type::Text) {
@@ -381,7 +235,7 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
     const json pending = response_object(echo, "in_progress", json::array(), nullptr, nullptr);
     emit({{"type", "response.created"}, {"response", pending}});
     emit({{"type", "response.in_progress"}, {"response", pending}});
-    ItemAssembler assembler(emit);
+    ResponseItemAssembler assembler(emit);
     while (auto e = events->next()) {
       if (e->type == Event::Type::Text) {
         for (const auto& piece : splitter->feed(e->text)) assembler.add(piece);

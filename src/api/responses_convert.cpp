@@ -56,8 +56,7 @@ Result<std::string> parts_text(const json& content, const std::string& where) {
       if (part.contains("refusal") && part["refusal"].is_string())
         text += part["refusal"].get<std::string>();
     } else if (type == "input_image" || type == "input_file" || type == "input_audio") {
-      return make_error("{}[{}]: '{}' is not supported by this server (text only)", where, i,
-                        type);
+      return make_error("{}[{}]: '{}' is not supported by this server (text only)", where, i, type);
     } else {
       return make_error("{}[{}].type '{}' is not a known content part", where, i, type);
     }
@@ -93,7 +92,7 @@ Result<ordered_json> responses_items_to_template(const json& items,
                                                  const std::string& instructions) {
   ordered_json out = ordered_json::array();
   std::string system = instructions;
-  bool leading = true;  // no user/assistant/tool turn yet
+  bool leading = true;    // no user/assistant/tool turn yet
   std::string reasoning;  // from reasoning items, for the next assistant turn
   auto take_reasoning = [&](ordered_json& msg) {
     if (reasoning.empty()) return;
@@ -110,7 +109,8 @@ Result<ordered_json> responses_items_to_template(const json& items,
       if (!item.contains("role") || !item["role"].is_string())
         return make_error("{}.role must be a string", where);
       std::string role = item["role"].get<std::string>();
-      auto text = parts_text(item.contains("content") ? item["content"] : json(), where + ".content");
+      auto text =
+          parts_text(item.contains("content") ? item["content"] : json(), where + ".content");
       if (!text) return text.error();
       if (role == "system" || role == "developer") {
         if (leading) {
@@ -147,9 +147,10 @@ Result<ordered_json> responses_items_to_template(const json& items,
       ordered_json& msg = assistant_turn(out);
       take_reasoning(msg);
       if (!msg.contains("tool_calls")) msg["tool_calls"] = ordered_json::array();
-      msg["tool_calls"].push_back({{"id", item["call_id"]},
-                                   {"type", "function"},
-                                   {"function", {{"name", item["name"]}, {"arguments", arguments}}}});
+      msg["tool_calls"].push_back(
+          {{"id", item["call_id"]},
+           {"type", "function"},
+           {"function", {{"name", item["name"]}, {"arguments", arguments}}}});
     } else if (type == "function_call_output") {
       if (!item.contains("call_id") || !item["call_id"].is_string())
         return make_error("{}.call_id must be a string", where);
@@ -170,7 +171,8 @@ Result<ordered_json> responses_items_to_template(const json& items,
     }
     // item_reference, web_search_call, custom_tool_call, ...: nothing this server produced.
   }
-  if (!system.empty()) out.insert(out.begin(), ordered_json{{"role", "system"}, {"content", system}});
+  if (!system.empty())
+    out.insert(out.begin(), ordered_json{{"role", "system"}, {"content", system}});
   return out;
 }
 
@@ -204,9 +206,10 @@ Result<ordered_json> responses_tools_to_template(const json& body) {
     ordered_json fn = {{"name", name}};
     if (t.contains("description") && t["description"].is_string())
       fn["description"] = t["description"];
-    fn["parameters"] = t.contains("parameters") && t["parameters"].is_object()
-                           ? ordered_json(t["parameters"])
-                           : ordered_json{{"type", "object"}, {"properties", ordered_json::object()}};
+    fn["parameters"] =
+        t.contains("parameters") && t["parameters"].is_object()
+            ? ordered_json(t["parameters"])
+            : ordered_json{{"type", "object"}, {"properties", ordered_json::object()}};
     out.push_back({{"type", "function"}, {"function", fn}});
   }
   if (!forced.empty() && out.empty())
