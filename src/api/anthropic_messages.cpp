@@ -194,7 +194,10 @@ HttpResponse anthropic_messages(Service& service, const HttpRequest& http) {
   Engine& engine = service.engine();
   OutputSplitter splitter(p.template_source, p.rendered, p.tools);
   auto submitted = engine.submit(std::move(p.request));
-  if (!submitted) return bad_request(submitted.error().message);
+  if (!submitted) {
+    return error_response(ErrorFlavor::Anthropic, status_for(submitted.error()),
+                          submitted.error().message);
+  }
   auto events = *submitted;
   const std::string id = random_id("msg_");
   auto message = [id, model = p.model](const json& content, const json& stop,

@@ -184,7 +184,10 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
 
   auto splitter = std::make_shared<OutputSplitter>(formatter->source(), *rendered, *tools);
   auto submitted = engine.submit(std::move(request));
-  if (!submitted) return bad_request(submitted.error().message);
+  if (!submitted) {
+    return error_response(ErrorFlavor::OpenAI, status_for(submitted.error()),
+                          submitted.error().message);
+  }
   auto events = *submitted;
 
   // Runs the generation through `assembler`; returns the final response object and stores it.
