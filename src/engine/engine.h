@@ -43,6 +43,7 @@ struct Request {
   std::vector<int32_t> prompt;
   GenerateOptions options;
   int32_t top_logprobs = -1;  // -1: no logprobs; 0: the chosen token's; n: also the n best
+  std::shared_ptr<TokenConstraint> constraint;  // constrained decoding (JSON, a tool call), or none
 };
 
 struct TokenLogprob {

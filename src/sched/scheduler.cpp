@@ -18,6 +18,7 @@ uint64_t Scheduler::add(SequenceRequest request) {
   seq.tokens = std::move(request.prompt);
   seq.prompt_tokens = static_cast<int64_t>(seq.tokens.size());
   seq.sampler = std::make_unique<Sampler>(std::move(request.sampling));
+  seq.constraint = std::move(request.constraint);
   seq.max_tokens = request.max_tokens;
   seq.hooks = std::move(request.hooks);
   waiting_.push_back(std::move(seq));
@@ -151,12 +152,19 @@ void Scheduler::step() {
   }
   const auto vocab = static_cast<size_t>(model_.shape().vocab);
   size_t row = 0;
+  std::vector<float> masked;  // a constrained row
   for (size_t i = 0; i < plan.size(); ++i) {
     if (!batch[i].last_logits) continue;
     auto it = plan[i].seq;
     std::span<const float> l(logits.data() + row * vocab, vocab);
     ++row;
+    if (it->constraint) {  // constrained decoding: disallowed tokens get -inf before sampling
+      masked.assign(l.begin(), l.end());
+      it->constraint->apply(masked);
+      l = masked;
+    }
     const int32_t token = it->sampler->sample(l, it->tokens);
+    if (it->constraint) it->constraint->accept(token);
     const bool more = it->hooks.on_token(token, l);
     it->tokens.push_back(token);
     const int64_t generated = static_cast<int64_t>(it->tokens.size()) - it->prompt_tokens;

@@ -20,6 +20,7 @@
 #include "kv/kv_cache.h"
 #include "models/model.h"
 #include "sample/sampler.h"
+#include "sample/token_constraint.h"
 
 namespace tern {
 
@@ -49,6 +50,7 @@ struct SequenceRequest {
   SamplingParams sampling;
   int64_t max_tokens = 512;
   SequenceHooks hooks;
+  std::shared_ptr<TokenConstraint> constraint;  // masks the logits before sampling, or none
 };
 
 class Scheduler {
@@ -75,6 +77,7 @@ class Scheduler {
     int64_t reused = 0;
     SequenceKv kv;  // kv.length: computed
     std::unique_ptr<Sampler> sampler;
+    std::shared_ptr<TokenConstraint> constraint;
     int64_t max_tokens = 0;
     SequenceHooks hooks;
   };

@@ -2,6 +2,8 @@
 //   tern-synth --preset qwen3-8b --quant Q4_K_M -o qwen3-8b-q4_k_m.gguf
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <fstream>
+#include <sstream>
 
 #include "synthetic_model.h"
 
@@ -9,6 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Write a random-weight GGUF model of a real architecture and shape.", "tern-synth"};
   std::string preset = "tiny-qwen3", quant = "F32", out;
   uint64_t seed = 1;
+  std::string chat_template;
   app.add_option("--preset", preset,
                  fmt::format("Shape: {}", fmt::join(tern::synth::preset_names(), ", ")))
       ->capture_default_str();
@@ -16,6 +19,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", seed, "Random seed")->capture_default_str();
   app.add_option("-o,--output", out, "Output .gguf path")->required();
+  app.add_option("--chat-template", chat_template,
+                 "A Jinja chat template file to store (default: a minimal ChatML template)")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
   auto shape = tern::synth::preset_shape(preset);
   if (!shape) {
@@ -25,6 +31,12 @@ int main(int argc, char** argv) {
   tern::synth::SyntheticOptions options;
   options.quantization = quant;
   options.seed = seed;
+  if (!chat_template.empty()) {
+    std::ifstream in(chat_template, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    options.chat_template = text.str();
+  }
   auto ok = tern::synth::write_synthetic_model(out, *shape, options, true);
   if (!ok) {
     fmt::print(stderr, "error: {}\n", ok.error().message);

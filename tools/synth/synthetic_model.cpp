@@ -145,8 +145,10 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
   w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
   w.set("tokenizer.chat_template",
         GgufValue::string(
-            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"));
+            !options.chat_template.empty()
+                ? options.chat_template
+                : "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"));
 
   uint64_t seed_counter = options.seed;
   auto random_matrix = [&](const std::string& name, TensorType type, int64_t rows, int64_t cols,

@@ -35,6 +35,7 @@ struct SyntheticOptions {
   std::string quantization = "F32";  // F32, F16, BF16, Q8_0, Q4_0, Q4_K_M, Q6_K
   uint64_t seed = 1;
   float weight_scale = 0.02f;  // std of the random weights
+  std::string chat_template;    // tokenizer.chat_template; empty: a minimal ChatML template
 };
 
 Result<void> write_synthetic_model(const std::string& path, const SyntheticShape& shape,
