@@ -10,8 +10,13 @@ namespace tern::cli {
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "Model name (see `tern list`) or path to a .gguf file")
       ->capture_default_str();
-  cmd.add_option("--device", device, "Where to run: cpu")
-      ->check(CLI::IsMember({"cpu"}))
+  cmd.add_option("--device", device,
+                 "Where to run: cpu, or cuda (cuda:N for GPU N) in a build with the CUDA backend")
+      ->check([](const std::string& v) {
+        return v == "cpu" || v == "cuda" || v.starts_with("cuda:")
+                   ? std::string()
+                   : "--device must be cpu, cuda or cuda:N, not '" + v + "'";
+      })
       ->capture_default_str();
   cmd.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024))

@@ -4,6 +4,9 @@
 #include <fstream>
 
 #include "backend/cpu_device/cpu_device.h"
+#ifdef TERN_HAVE_CUDA
+#include "backend/cuda/cuda_device.h"
+#endif
 #include "base/progress_bar.h"
 #include "config/hf_model.h"
 #include "config/tokenizer_spec.h"
@@ -39,14 +42,14 @@ uint64_t available_memory() {
 }
 
 // What agents need: the model's whole context, unless the KV cache for it (times the parallel
-// sequences) would not fit in the memory left beside the weights; never below 2,048 tokens.
-int64_t default_context(const LoadedModel& m, TensorType kv_type, int64_t sequences) {
+// sequences) would not fit in the memory left beside the weights (`available` bytes, of which
+// `reserve` stay free); never below 2,048 tokens.
+int64_t default_context(const LoadedModel& m, TensorType kv_type, int64_t sequences,
+                        uint64_t available, uint64_t reserve) {
   const ModelShape& s = m.model->shape();
   const auto& info = tensor_type_info(kv_type);
   const double bytes_per_token = static_cast<double>(s.layers * s.kv_heads * s.head_dim * 2) *
                                  info.block_bytes / info.block_elements;
-  const uint64_t available = available_memory();
-  const uint64_t reserve = m.file.tensor_bytes() + (uint64_t{1} << 30);
   int64_t fit = s.context_length;
   if (available > reserve && bytes_per_token > 0) {
     fit = static_cast<int64_t>(0.9 * static_cast<double>(available - reserve) /
@@ -57,6 +60,37 @@ int64_t default_context(const LoadedModel& m, TensorType kv_type, int64_t sequen
   const int64_t context = std::min(s.context_length, fit) / 256 * 256;
   return std::max<int64_t>(std::min<int64_t>(s.context_length, 2048), context);
 }
+
+#ifdef TERN_HAVE_CUDA
+// A CudaDevice for "cuda" or "cuda:N", after checking that the weights fit the GPU's free memory
+// with room to work.
+Result<void> make_cuda_device(LoadedModel& m, const std::string& device) {
+  int ordinal = 0;
+  if (device.starts_with("cuda:")) {
+    const std::string n = device.substr(5);
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 3)
+      return make_error("device '{}': expected cuda:N with N a GPU number", device);
+    ordinal = std::stoi(n);
+  }
+  auto info = cuda_device_info(ordinal);
+  if (!info) return info.error();
+  const uint64_t weights = m.file.tensor_bytes();
+  const uint64_t need = weights + (uint64_t{1} << 30);
+  if (need > info->free_bytes) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    return make_error(
+        "{} does not fit on {} (GPU {}): it needs {:.2f} GiB ({:.2f} GiB of weights + 1 GiB to "
+        "work in), and {:.2f} GiB of its {:.2f} GiB are free",
+        m.path, info->name, ordinal, static_cast<double>(need) / kGiB,
+        static_cast<double>(weights) / kGiB, static_cast<double>(info->free_bytes) / kGiB,
+        static_cast<double>(info->total_bytes) / kGiB);
+  }
+  auto d = CudaDevice::create(ordinal);
+  if (!d) return d.error();
+  m.device = std::move(*d);
+  return {};
+}
+#endif
 
 }  // namespace
 
@@ -72,11 +106,22 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
   auto info = model_info_from_gguf(m->file);
   if (!info) return info.error();
   m->info = *info;
+  // Host memory by default; the GPU's free memory once the weights are on it.
+  bool on_gpu = false;
   if (options.device == "cpu") {
     m->device = std::make_unique<CpuDevice>(options.threads);
+  } else if (options.device == "cuda" || options.device.starts_with("cuda:")) {
+#ifdef TERN_HAVE_CUDA
+    TERN_TRY(make_cuda_device(*m, options.device));
+    on_gpu = true;
+#else
+    return make_error(
+        "device '{}' is not available in this build (available: cpu; build with -DTERN_CUDA=ON "
+        "for cuda)",
+        options.device);
+#endif
   } else {
-    return make_error("device '{}' is not available in this build (available: cpu)",
-                      options.device);
+    return make_error("unknown device '{}' (cpu or cuda)", options.device);
   }
   if (const GgufValue* t = m->file.metadata().find("tokenizer.chat_template");
       t && t->as_string()) {
@@ -101,9 +146,22 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
   m->model = std::move(*model);
 
   const int64_t limit = m->model->shape().context_length;
+  uint64_t available = 0, reserve = 0;
+  if (on_gpu) {
+#ifdef TERN_HAVE_CUDA
+    auto gpu = cuda_device_info(static_cast<CudaDevice&>(*m->device).info().ordinal);
+    if (!gpu) return gpu.error();
+    available = gpu->free_bytes;
+    reserve = uint64_t{1} << 30;  // activations, cuBLAS, dequantized prefill tiles
+#endif
+  } else {
+    available = available_memory();
+    reserve = m->file.tensor_bytes() + (uint64_t{1} << 30);
+  }
   int64_t context = options.context > 0 ? options.context
                                         : default_context(*m, options.kv_type,
-                                                          std::max<int64_t>(1, options.sequences));
+                                                          std::max<int64_t>(1, options.sequences),
+                                                          available, reserve);
   if (context > limit) {
     return make_error("--ctx {} is larger than the model's context length {}", context, limit);
   }

@@ -15,7 +15,7 @@
 namespace tern {
 
 struct LoadOptions {
-  std::string device = "cpu";  // "cpu" (CUDA comes with its backend)
+  std::string device = "cpu";  // "cpu", or "cuda" / "cuda:N" in a build with TERN_CUDA
   size_t threads = 0;          // 0: one per hardware thread
   int64_t context = 0;    // tokens one sequence may hold; 0: the model's limit, or what fits memory
   int64_t sequences = 1;  // sequences the KV pool holds at full context

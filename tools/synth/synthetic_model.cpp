@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <random>
 
 #include "backend/cpu/quant.h"
 #include "base/progress_bar.h"
+#include "base/thread_pool.h"
 #include "io/gguf_writer.h"
 
 namespace tern::synth {
@@ -151,23 +154,37 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
                   "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"));
 
   uint64_t seed_counter = options.seed;
+  // Rows are drawn and quantized on every core, in groups of 16 with their own random stream
+  // (seeded by tensor and group), so the file does not depend on the number of threads.
+  ThreadPool pool(0);
   auto random_matrix = [&](const std::string& name, TensorType type, int64_t rows, int64_t cols,
                            float scale, float offset) -> Result<void> {
     const uint64_t seed = seed_counter++;
+    ThreadPool* workers = &pool;
     return w.add_tensor(
         name, type, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
         [=](std::span<uint8_t> out) -> Result<void> {
-          std::mt19937_64 rng(seed);
-          std::normal_distribution<float> normal(offset, scale);
+          constexpr int64_t kGroup = 16;
           const auto row_bytes = out.size() / static_cast<size_t>(rows);
-          std::vector<float> row(static_cast<size_t>(cols));
-          for (int64_t r = 0; r < rows; ++r) {
-            for (auto& v : row) v = normal(rng);
-            if (cpu::quantize_row(type, row.data(), out.data() + static_cast<size_t>(r) * row_bytes,
-                                  cols) != row_bytes) {
-              return make_error("quantizing to {} failed", tensor_type_name(type));
+          const auto groups = static_cast<size_t>((rows + kGroup - 1) / kGroup);
+          std::atomic<bool> failed{false};
+          workers->parallel_for(groups, [&](size_t begin, size_t end, size_t) {
+            std::vector<float> row(static_cast<size_t>(cols));
+            for (size_t g = begin; g < end; ++g) {
+              std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + g);
+              std::normal_distribution<float> normal(offset, scale);
+              const int64_t last = std::min(rows, static_cast<int64_t>(g + 1) * kGroup);
+              for (int64_t r = static_cast<int64_t>(g) * kGroup; r < last; ++r) {
+                for (auto& v : row) v = normal(rng);
+                if (cpu::quantize_row(type, row.data(),
+                                      out.data() + static_cast<size_t>(r) * row_bytes,
+                                      cols) != row_bytes) {
+                  failed = true;
+                }
+              }
             }
-          }
+          });
+          if (failed) return make_error("quantizing to {} failed", tensor_type_name(type));
           return {};
         });
   };

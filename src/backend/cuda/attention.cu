@@ -1,0 +1,288 @@
+// attention: causal attention of new tokens over the paged KV cache (F32, F16, BF16 or Q8_0),
+// with grouped-query heads, a sliding window and score soft-capping; flash-decoding style.
+// Grid: (token, KV head, query-head chunk) x context splits. Each block holds up to 8 query
+// heads of one KV head in shared memory; each of its 4 warps walks tiles of 32 keys (one key
+// per lane for the scores, one tile of values per lane's dims for the output) with an online
+// softmax, the warps are merged in shared memory, and with several splits a second kernel
+// merges the splits' (max, sum, output) triples.
+// Reads: q once, every attended key and value row once per block (GQA heads share them).
+// Writes: out [tokens, heads, head_dim] (and the split partials).
+#include <cmath>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_device.cuh"
+
+namespace tern::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxGroup = 8;
+
+// Elements [d0, d0 + N) of cache row `row` (rows of head_dim elements of type `type`).
+template <int N>
+__device__ __forceinline__ void load_row(TensorType type, const void* cache, int64_t row,
+                                         int64_t head_dim, int64_t d0, float (&v)[N]) {
+  if (type == TensorType::F16 || type == TensorType::BF16) {
+    const uint16_t* p = static_cast<const uint16_t*>(cache) + row * head_dim + d0;
+    const bool f16 = type == TensorType::F16;
+    if constexpr (N % 8 == 0) {
+#pragma unroll
+      for (int c = 0; c < N / 8; ++c) {
+        const uint4 q = *reinterpret_cast<const uint4*>(p + 8 * c);
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          v[8 * c + 2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
+                                 : __uint_as_float(w[i] << 16);
+          v[8 * c + 2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
+                                     : __uint_as_float(w[i] & 0xFFFF0000u);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] = f16 ? half_bits_to_float(p[i]) : bf16_bits_to_float(p[i]);
+    }
+  } else if (type == TensorType::F32) {
+    const float* p = static_cast<const float*>(cache) + row * head_dim + d0;
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+      for (int c = 0; c < N / 4; ++c) {
+        const float4 q = *reinterpret_cast<const float4*>(p + 4 * c);
+        v[4 * c] = q.x, v[4 * c + 1] = q.y, v[4 * c + 2] = q.z, v[4 * c + 3] = q.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] = p[i];
+    }
+  } else {  // Q8_0: N <= 32 consecutive elements never straddle a block when d0 % N == 0
+    const uint8_t* r = static_cast<const uint8_t*>(cache) + row * (head_dim / 32) * 34;
+    const uint8_t* b = r + (d0 / 32) * 34;
+    const float d = half_bits_to_float(load_u16(b));
+    const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2) + d0 % 32;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = static_cast<float>(qs[i]) * d;
+  }
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// HDL: head dims per lane (head_dim <= 32 * HDL); G: query heads per block.
+template <int HDL, int G>
+__global__ void __launch_bounds__(32 * kWarps)
+    attention_kernel(AttentionLaunch a, int group, int head_chunks) {
+  constexpr int kHd = 32 * HDL;
+  __shared__ float sq[G][kHd];
+  __shared__ float sacc[kWarps][G][kHd];
+  __shared__ float sm[kWarps][G], sl[kWarps][G];
+
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t hd = a.head_dim;
+  const int hc = static_cast<int>(blockIdx.x % head_chunks);
+  const int64_t tk = blockIdx.x / head_chunks;  // token * kv_heads + kv head
+  const int64_t kvh = tk % a.kv_heads, token = tk / a.kv_heads;
+  const int64_t h0 = kvh * group + hc * G;
+  const int gcount = min(G, group - hc * G);
+  const int split = static_cast<int>(blockIdx.y);
+
+  // The token's sequence (sorted by first token).
+  int lo_s = 0, hi_s = a.sequence_count - 1;
+  while (lo_s < hi_s) {
+    const int mid = (lo_s + hi_s + 1) / 2;
+    if (a.sequences[4 * mid] <= token) {
+      lo_s = mid;
+    } else {
+      hi_s = mid - 1;
+    }
+  }
+  const int32_t* seq = a.sequences + 4 * lo_s;
+  const int64_t pos = seq[2] + (token - seq[0]);
+  const int32_t* table = a.tables + seq[3];
+  const int64_t first =
+      a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
+  const int64_t kbeg = first + static_cast<int64_t>(split) * a.split_keys;
+  const int64_t kend = (pos + 1 < kbeg + a.split_keys ? pos + 1 : kbeg + a.split_keys);
+
+  for (int i = static_cast<int>(threadIdx.x); i < G * kHd; i += 32 * kWarps) {
+    const int g = i / kHd, d = i % kHd;
+    sq[g][d] = (g < gcount && d < hd) ? a.q[(token * a.heads + h0 + g) * hd + d] : 0.0f;
+  }
+  __syncthreads();
+
+  float m[G], l[G], acc[G][HDL];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HDL; ++i) acc[g][i] = 0.0f;
+  }
+  const bool lane_dims = lane * HDL < hd;
+  for (int64_t tile = kbeg + warp * 32; tile < kend; tile += 32 * kWarps) {
+    const int64_t j = tile + lane;
+    const bool valid = j < kend;
+    int64_t row = 0;
+    float s[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) s[g] = 0.0f;
+    if (valid) {
+      const int64_t slot =
+          static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+      row = slot * a.kv_heads + kvh;
+      for (int64_t d = 0; d < hd; d += 8) {
+        float kv[8];
+        load_row<8>(a.kv_type, a.k_cache, row, hd, d, kv);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) s[g] += sq[g][d + i] * kv[i];
+        }
+      }
+    }
+    float p[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float v = s[g] * a.scale;
+      if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+      v = valid ? v : -INFINITY;
+      const float m_new = fmaxf(m[g], warp_max(v));
+      const float corr = m_new == -INFINITY ? 1.0f : expf(m[g] - m_new);
+      p[g] = valid ? expf(v - m_new) : 0.0f;
+      l[g] = l[g] * corr + warp_sum(p[g]);
+#pragma unroll
+      for (int i = 0; i < HDL; ++i) acc[g][i] *= corr;
+      m[g] = m_new;
+    }
+    const int count = static_cast<int>(kend - tile < 32 ? kend - tile : 32);
+    for (int jj = 0; jj < count; ++jj) {
+      const int64_t r = __shfl_sync(0xffffffffu, row, jj);
+      float pj[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) pj[g] = __shfl_sync(0xffffffffu, p[g], jj);
+      if (lane_dims) {
+        float vv[HDL];
+        load_row<HDL>(a.kv_type, a.v_cache, r, hd, lane * HDL, vv);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+          for (int i = 0; i < HDL; ++i) acc[g][i] += pj[g] * vv[i];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (lane == 0) {
+      sm[warp][g] = m[g];
+      sl[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < HDL; ++i) sacc[warp][g][lane * HDL + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < gcount * hd; i += 32 * kWarps) {
+    const int g = static_cast<int>(i / hd);
+    const int64_t d = i % hd;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w][g]);
+    float total = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = expf(sm[w][g] - mx);
+        total += sl[w][g] * f;
+        o += sacc[w][g][d] * f;
+      }
+    }
+    const int64_t qh = token * a.heads + h0 + g;
+    if (a.splits == 1) {
+      a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
+    } else {
+      float* part = a.partial + (qh * a.splits + split) * (hd + 2);
+      part[d] = o;
+      if (d == 0) {
+        part[hd] = mx;
+        part[hd + 1] = total;
+      }
+    }
+  }
+}
+
+__global__ void combine_kernel(AttentionLaunch a) {
+  const int64_t qh = blockIdx.x;  // token * heads + head
+  const int64_t hd = a.head_dim;
+  const float* part = a.partial + qh * a.splits * (hd + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < a.splits; ++s) mx = fmaxf(mx, part[s * (hd + 2) + hd]);
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float total = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+      for (int s = 0; s < a.splits; ++s) {
+        const float* p = part + s * (hd + 2);
+        const float f = expf(p[hd] - mx);
+        total += p[hd + 1] * f;
+        o += p[d] * f;
+      }
+    }
+    a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
+  }
+}
+
+template <int HDL>
+void launch_hdl(const AttentionLaunch& a, int group, cudaStream_t stream) {
+  const int g = group >= kMaxGroup ? 8 : group > 2 ? 4 : group;
+  const int chunks = (group + g - 1) / g;
+  const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
+                  static_cast<unsigned>(a.splits));
+  switch (g) {
+    case 1:
+      attention_kernel<HDL, 1><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      break;
+    case 2:
+      attention_kernel<HDL, 2><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      break;
+    case 4:
+      attention_kernel<HDL, 4><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      break;
+    default:
+      attention_kernel<HDL, 8><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      break;
+  }
+}
+
+}  // namespace
+
+bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
+  const bool type_ok = kv_type == TensorType::F32 || kv_type == TensorType::F16 ||
+                       kv_type == TensorType::BF16 || kv_type == TensorType::Q8_0;
+  return type_ok && head_dim % 8 == 0 && head_dim <= 256 && head_dim >= 8 && group >= 1;
+}
+
+cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
+  if (a.tokens == 0) return cudaSuccess;
+  const int group = static_cast<int>(a.heads / a.kv_heads);
+  if (a.head_dim <= 32) {
+    launch_hdl<1>(a, group, stream);
+  } else if (a.head_dim <= 64) {
+    launch_hdl<2>(a, group, stream);
+  } else if (a.head_dim <= 128) {
+    launch_hdl<4>(a, group, stream);
+  } else {
+    launch_hdl<8>(a, group, stream);
+  }
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess || a.splits == 1) return status;
+  combine_kernel<<<static_cast<unsigned>(a.tokens * a.heads), 128, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,126 @@
+// The CUDA implementation of Device: weights, activations and the KV cache live in GPU memory,
+// every op is enqueued on one CUDA stream, and the host waits only in download(). Scratch memory
+// comes from a caching allocator; the small host arrays ops take (ids, positions, slots, block
+// tables) go up through a pinned staging ring, and an array equal to one staged recently (the
+// positions every layer passes again) is not sent twice.
+//
+// Errors: matmul and get_rows return them; an op without a Result records the first error, and
+// every later op returns (or keeps) it, so a forward pass fails at its next matmul.
+// This header needs no CUDA headers: the CPU-only parts of Tern can include it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/device/device.h"
+
+struct CUstream_st;
+struct cublasContext;
+
+namespace tern {
+namespace cuda {
+class CachingAllocator;
+class StagingRing;
+}  // namespace cuda
+
+struct CudaDeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int major = 0, minor = 0;
+  int multiprocessors = 0;
+  uint64_t free_bytes = 0, total_bytes = 0;
+  int driver_version = 0, runtime_version = 0;
+};
+
+// How many CUDA GPUs the driver sees (0 when none or no driver), and one GPU's properties.
+int cuda_device_count();
+Result<CudaDeviceInfo> cuda_device_info(int ordinal);
+
+class CudaDevice final : public Device {
+ public:
+  // A device on GPU `ordinal`: "no CUDA GPU found" when there is none.
+  static Result<std::unique_ptr<CudaDevice>> create(int ordinal = 0);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  std::string name() const override;
+
+  Result<DeviceBuffer> allocate(size_t bytes) override;
+  void free(void* data, size_t bytes) override;
+  void upload(const void* host, void* device_data, size_t bytes) override;
+  void download(const void* device_data, void* host, size_t bytes) override;
+  bool reads_host_memory() const override { return false; }
+
+  Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) override;
+  Result<void> get_rows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add_row_vector(Tensor& x, const Tensor& v) override;
+  void scale(Tensor& x, float factor) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;
+  void store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
+                std::span<const int32_t> slots) override;
+  void attention(const Tensor& q, const KvLayer& cache,
+                 std::span<const AttentionSequence> sequences, const AttentionParams& params,
+                 Tensor& out) override;
+
+  // Waits for the queued work; the first error any op met, if one did.
+  Result<void> synchronize();
+  const CudaDeviceInfo& info() const { return info_; }
+  // Matmul kernel choice for timing and tests: decode products of quantized weights with 8-bit
+  // activations and integer dots (default), or with F32 activations.
+  void set_int8_gemv(bool on) { int8_gemv_ = on; }
+  uint64_t device_allocations() const;
+  // The stream every op is enqueued on (a cudaStream_t), for timing with events.
+  CUstream_st* stream() const { return stream_; }
+
+ private:
+  CudaDevice() = default;
+  bool failed() const { return failed_; }
+  void fail(Error error);
+  bool check(int status, const char* what);  // cudaError_t; false (and recorded) on failure
+  // Scratch device memory returned to the allocator when the holder goes out of scope.
+  struct Temp {
+    CudaDevice* device = nullptr;
+    void* data = nullptr;
+    size_t bytes = 0;
+    Temp() = default;
+    Temp(CudaDevice* d, void* p, size_t b) : device(d), data(p), bytes(b) {}
+    Temp(Temp&& o) noexcept;
+    Temp& operator=(Temp&& o) noexcept;
+    ~Temp();
+  };
+  Result<Temp> temp(size_t bytes);
+  // A device copy of `values`, shared with earlier calls that staged the same values.
+  Result<const int32_t*> stage(std::span<const int32_t> values);
+  Result<const float*> inverse_frequencies(const RopeParams& params);
+  Result<void> gemm(const Tensor& w, const Tensor& x, Tensor& y);
+
+  CudaDeviceInfo info_;
+  CUstream_st* stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  std::unique_ptr<cuda::CachingAllocator> alloc_;
+  std::unique_ptr<cuda::StagingRing> staging_;
+  void* cublas_workspace_ = nullptr;
+  struct Staged {
+    std::vector<int32_t> values;
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Staged> staged_;  // most recent last
+  struct Frequencies {
+    std::vector<float> values;
+    void* data = nullptr;
+  };
+  std::vector<Frequencies> frequencies_;
+  bool int8_gemv_ = true;
+  bool failed_ = false;
+  Error error_;
+};
+
+}  // namespace tern

@@ -1,0 +1,82 @@
+// Element-wise ops on F32 activations: add, add_row_vector (bias), scale, and the gated
+// activations silu(gate) * up and gelu_tanh(gate) * up. Each reads its inputs once and writes
+// its output once; grid-stride loops.
+#include "backend/cuda/kernels.h"
+
+namespace tern::cuda {
+namespace {
+
+unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + 255) / 256;
+  return static_cast<unsigned>(blocks < 8192 ? blocks : 8192);
+}
+
+#define TERN_FOR_EACH(i, n)                                                              \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  TERN_FOR_EACH(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ void add_row_kernel(float* x, const float* v, int64_t rows, int64_t cols) {
+  TERN_FOR_EACH(i, rows * cols) x[i] += v[i % cols];
+}
+
+__global__ void scale_kernel(float* x, float f, int64_t n) {
+  TERN_FOR_EACH(i, n) x[i] *= f;
+}
+
+__global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
+  TERN_FOR_EACH(i, n) {
+    const float x = g[i];
+    out[i] = x / (1.0f + expf(-x)) * u[i];
+  }
+}
+
+__global__ void gelu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  TERN_FOR_EACH(i, n) {
+    const float x = g[i];
+    out[i] = 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * u[i];
+  }
+}
+
+#undef TERN_FOR_EACH
+
+}  // namespace
+
+cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  add_kernel<<<grid_for(n), 256, 0, stream>>>(a, b, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_row_vector(float* x, const float* v, int64_t rows, int64_t cols,
+                           cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  add_row_kernel<<<grid_for(rows * cols), 256, 0, stream>>>(x, v, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t scale(float* x, float factor, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  scale_kernel<<<grid_for(n), 256, 0, stream>>>(x, factor, n);
+  return cudaGetLastError();
+}
+
+cudaError_t silu_mul(const float* gate, const float* up, float* out, int64_t n,
+                     cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate, up, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n,
+                          cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  gelu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate, up, out, n);
+  return cudaGetLastError();
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,358 @@
+// gemv_q8: decode matrix-vector products y[j, :] = W . x[j, :] (j < n <= 8) for Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0, Q4_K, Q5_K and Q6_K weights against activations quantized to 8-bit blocks of 32
+// (quantize_q8.cu): the weight quants are unpacked into bytes and multiplied with __dp4a, four
+// products per instruction, then scaled once per 32 (or 16) elements.
+// One warp per weight row, four rows per block; each lane takes "tasks" of 32 or 64 elements.
+// Reads: the weight matrix once (m * row_bytes) plus n * (k + k/8) activation bytes per row (from
+// L1/L2). Writes: n * m floats.
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_device.cuh"
+
+namespace tern::cuda {
+namespace {
+
+struct Acts {
+  const int8_t* qs;  // [n, k]
+  const float* d;    // [n, k / 32]
+  const float* s;    // [n, k / 32]
+  int64_t k;
+};
+
+__device__ __forceinline__ uint32_t u16x2(const uint8_t* p) {
+  const uint16_t* q = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<uint32_t>(q[0]) | (static_cast<uint32_t>(q[1]) << 16);
+}
+
+// The 8 activation words of 32-element block `blk` of row j.
+__device__ __forceinline__ void load_x(const Acts& a, int j, int64_t blk, int (&x)[8]) {
+  const int4* p = reinterpret_cast<const int4*>(a.qs + j * a.k + blk * 32);
+  const int4 v0 = __ldg(p), v1 = __ldg(p + 1);
+  x[0] = v0.x, x[1] = v0.y, x[2] = v0.z, x[3] = v0.w;
+  x[4] = v1.x, x[5] = v1.y, x[6] = v1.z, x[7] = v1.w;
+}
+
+__device__ __forceinline__ int dot8(const int (&w)[8], const int (&x)[8]) {
+  int s = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s = __dp4a(w[i], x[i], s);
+  return s;
+}
+__device__ __forceinline__ int dot4(const int (&w)[8], const int (&x)[8], int first) {
+  int s = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s = __dp4a(w[first + i], x[first + i], s);
+  return s;
+}
+
+// Bit i (< 4) of `bits` moved to bit 4 of byte i.
+__device__ __forceinline__ int spread4(uint32_t bits) {
+  return static_cast<int>(((bits & 0xFu) * 0x00204081u & 0x01010101u) << 4);
+}
+
+template <TensorType T>
+struct Task;
+
+// 32-element block types: one task per block.
+template <>
+struct Task<TensorType::Q4_0> {
+  static constexpr int kElems = 32;
+  template <int N>
+  __device__ static void dot(const uint8_t* row, int64_t t, const Acts& a, int n, float (&acc)[N]) {
+    const uint8_t* b = row + t * 18;
+    const float d = half_bits_to_float(load_u16(b));
+    int w[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = u16x2(b + 2 + 4 * i);
+      w[i] = static_cast<int>(q & 0x0F0F0F0Fu);
+      w[i + 4] = static_cast<int>((q >> 4) & 0x0F0F0F0Fu);
+    }
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if (j < n) {
+        int x[8];
+        load_x(a, j, t, x);
+        const int64_t blk = j * (a.k / 32) + t;
+        acc[j] += d * (a.d[blk] * static_cast<float>(dot8(w, x)) - 8.0f * a.s[blk]);
+      }
+    }
+  }
+};
+
+template <>
+struct Task<TensorType::Q4_1> {
+  static constexpr int kElems = 32;
+  template <int N>
+  __device__ static void dot(const uint8_t* row, int64_t t, const Acts& a, int n, float (&acc)[N]) {
+    const uint8_t* b = row + t * 20;
+    const float d = half_bits_to_float(load_u16(b)), m = half_bits_to_float(load_u16(b + 2));
+    int w[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = *reinterpret_cast<const uint32_t*>(b + 4 + 4 * i);
+      w[i] = static_cast<int>(q & 0x0F0F0F0Fu);
+      w[i + 4] = static_cast<int>((q >> 4) & 0x0F0F0F0Fu);
+    }
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if (j < n) {
+        int x[8];
+        load_x(a, j, t, x);
+        const int64_t blk = j * (a.k / 32) + t;
+        acc[j] += d * a.d[blk] * static_cast<float>(dot8(w, x)) + m * a.s[blk];
+      }
+    }
+  }
+};
+
+template <TensorType T>
+struct Q5Task {
+  static constexpr bool kAffine = T == TensorType::Q5_1;
+  static constexpr int kBytes = kAffine ? 24 : 22;
+  static constexpr int kElems = 32;
+  template <int N>
+  __device__ static void dot(const uint8_t* row, int64_t t, const Acts& a, int n, float (&acc)[N]) {
+    const uint8_t* b = row + t * kBytes;
+    const float d = half_bits_to_float(load_u16(b));
+    const float m = kAffine ? half_bits_to_float(load_u16(b + 2)) : 0.0f;
+    const uint8_t* p = b + (kAffine ? 4 : 2);
+    const uint32_t qh = u16x2(p);
+    int w[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = u16x2(p + 4 + 4 * i);
+      w[i] = static_cast<int>(q & 0x0F0F0F0Fu) | spread4(qh >> (4 * i));
+      w[i + 4] = static_cast<int>((q >> 4) & 0x0F0F0F0Fu) | spread4(qh >> (16 + 4 * i));
+    }
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if (j < n) {
+        int x[8];
+        load_x(a, j, t, x);
+        const int64_t blk = j * (a.k / 32) + t;
+        const float sum = a.d[blk] * static_cast<float>(dot8(w, x));
+        if constexpr (kAffine) {
+          acc[j] += d * sum + m * a.s[blk];
+        } else {
+          acc[j] += d * (sum - 16.0f * a.s[blk]);
+        }
+      }
+    }
+  }
+};
+template <>
+struct Task<TensorType::Q5_0> : Q5Task<TensorType::Q5_0> {};
+template <>
+struct Task<TensorType::Q5_1> : Q5Task<TensorType::Q5_1> {};
+
+template <>
+struct Task<TensorType::Q8_0> {
+  static constexpr int kElems = 32;
+  template <int N>
+  __device__ static void dot(const uint8_t* row, int64_t t, const Acts& a, int n, float (&acc)[N]) {
+    const uint8_t* b = row + t * 34;
+    const float d = half_bits_to_float(load_u16(b));
+    int w[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = static_cast<int>(u16x2(b + 2 + 4 * i));
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if (j < n) {
+        int x[8];
+        load_x(a, j, t, x);
+        const int64_t blk = j * (a.k / 32) + t;
+        acc[j] += d * a.d[blk] * static_cast<float>(dot8(w, x));
+      }
+    }
+  }
+};
+
+// K-quants: one task per 64 elements (two 32-element sub-blocks sharing their quant bytes).
+template <TensorType T>
+struct QkTask {
+  static constexpr bool kFive = T == TensorType::Q5_K;
+  static constexpr int kBytes = kFive ? 176 : 144;
+  static constexpr int kElems = 64;
+  template <int N>
+  __device__ static void dot(const uint8_t* row, int64_t t, const Acts& a, int n, float (&acc)[N]) {
+    const uint8_t* b = row + (t / 4) * kBytes;
+    const int c = static_cast<int>(t % 4);
+    const uint32_t dd = *reinterpret_cast<const uint32_t*>(b);
+    const float d = half_bits_to_float(static_cast<uint16_t>(dd & 0xFFFF));
+    const float dmin = half_bits_to_float(static_cast<uint16_t>(dd >> 16));
+    int sc0, m0, sc1, m1;
+    k_scale_min(b + 4, 2 * c, sc0, m0);
+    k_scale_min(b + 4, 2 * c + 1, sc1, m1);
+    const uint4* qp = reinterpret_cast<const uint4*>(b + (kFive ? 48 : 16) + c * 32);
+    const uint4 q0 = qp[0], q1 = qp[1];
+    const uint32_t q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    int lo[8], hi[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      lo[i] = static_cast<int>(q[i] & 0x0F0F0F0Fu);
+      hi[i] = static_cast<int>((q[i] >> 4) & 0x0F0F0F0Fu);
+    }
+    if constexpr (kFive) {
+      const uint4* hp = reinterpret_cast<const uint4*>(b + 16);
+      const uint4 h0 = hp[0], h1 = hp[1];
+      const uint32_t h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        lo[i] |= static_cast<int>(((h[i] >> (2 * c)) & 0x01010101u) << 4);
+        hi[i] |= static_cast<int>(((h[i] >> (2 * c + 1)) & 0x01010101u) << 4);
+      }
+    }
+    const float d0 = d * static_cast<float>(sc0), d1 = d * static_cast<float>(sc1);
+    const float m0f = dmin * static_cast<float>(m0), m1f = dmin * static_cast<float>(m1);
+    const int64_t blk0 = (t / 4) * 8 + 2 * c;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if (j < n) {
+        int x0[8], x1[8];
+        load_x(a, j, blk0, x0);
+        load_x(a, j, blk0 + 1, x1);
+        const int64_t blk = j * (a.k / 32) + blk0;
+        acc[j] += d0 * a.d[blk] * static_cast<float>(dot8(lo, x0)) - m0f * a.s[blk] +
+                  d1 * a.d[blk + 1] * static_cast<float>(dot8(hi, x1)) - m1f * a.s[blk + 1];
+      }
+    }
+  }
+};
+template <>
+struct Task<TensorType::Q4_K> : QkTask<TensorType::Q4_K> {};
+template <>
+struct Task<TensorType::Q5_K> : QkTask<TensorType::Q5_K> {};
+
+// Q6_K: task (h, p) covers 32-element chunks h*4 + p and h*4 + p + 2, which share their ql bytes.
+template <>
+struct Task<TensorType::Q6_K> {
+  static constexpr int kElems = 64;
+  template <int N>
+  __device__ static void dot(const uint8_t* row, int64_t t, const Acts& a, int n, float (&acc)[N]) {
+    const uint8_t* b = row + (t / 4) * 210;
+    const int h = static_cast<int>(t % 4) / 2, p = static_cast<int>(t % 2);
+    const float d = half_bits_to_float(load_u16(b + 208));
+    const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
+    int w0[8], w1[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t ql = u16x2(b + h * 64 + p * 32 + 4 * i);
+      const uint32_t qh = u16x2(b + 128 + h * 32 + 4 * i);
+      const uint32_t a0 = (ql & 0x0F0F0F0Fu) | (((qh >> (2 * p)) & 0x03030303u) << 4);
+      const uint32_t a1 = ((ql >> 4) & 0x0F0F0F0Fu) | (((qh >> (2 * p + 4)) & 0x03030303u) << 4);
+      w0[i] = static_cast<int>(__vsub4(a0, 0x20202020u));
+      w1[i] = static_cast<int>(__vsub4(a1, 0x20202020u));
+    }
+    const int cc0 = h * 4 + p, cc1 = cc0 + 2;
+    const float s00 = static_cast<float>(scales[2 * cc0]),
+                s01 = static_cast<float>(scales[2 * cc0 + 1]);
+    const float s10 = static_cast<float>(scales[2 * cc1]),
+                s11 = static_cast<float>(scales[2 * cc1 + 1]);
+    const int64_t sb = (t / 4) * 8;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if (j < n) {
+        int x0[8], x1[8];
+        load_x(a, j, sb + cc0, x0);
+        load_x(a, j, sb + cc1, x1);
+        const int64_t blk = j * (a.k / 32) + sb;
+        const float v0 =
+            s00 * static_cast<float>(dot4(w0, x0, 0)) + s01 * static_cast<float>(dot4(w0, x0, 4));
+        const float v1 =
+            s10 * static_cast<float>(dot4(w1, x1, 0)) + s11 * static_cast<float>(dot4(w1, x1, 4));
+        acc[j] += d * (a.d[blk + cc0] * v0 + a.d[blk + cc1] * v1);
+      }
+    }
+  }
+};
+
+constexpr int kRowsPerBlock = 4;
+
+template <TensorType T, int N>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    gemv_q8_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, int n, float* y) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
+  if (row >= m) return;
+  const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
+  float acc[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) acc[j] = 0.0f;
+  const int64_t tasks = a.k / Task<T>::kElems;
+#pragma unroll 2
+  for (int64_t t = lane; t < tasks; t += 32) Task<T>::template dot<N>(wr, t, a, n, acc);
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float v = acc[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0 && j < n) y[j * m + row] = v;
+  }
+}
+
+template <TensorType T>
+void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float* y,
+            cudaStream_t stream) {
+  const auto& info = tensor_type_info(T);
+  const size_t row_bytes = static_cast<size_t>(k / info.block_elements) * info.block_bytes;
+  const dim3 grid(static_cast<unsigned>((m + kRowsPerBlock - 1) / kRowsPerBlock));
+  const auto* p = static_cast<const uint8_t*>(w);
+  const int ni = static_cast<int>(n);
+  if (n == 1) {
+    gemv_q8_kernel<T, 1><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+  } else if (n == 2) {
+    gemv_q8_kernel<T, 2><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+  } else if (n <= 4) {
+    gemv_q8_kernel<T, 4><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+  } else {
+    gemv_q8_kernel<T, 8><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+  }
+}
+
+}  // namespace
+
+bool gemv_q8_supported(TensorType type) {
+  switch (type) {
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::Q8_0:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
+                    float* y, cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  Acts a;
+  a.qs = static_cast<const int8_t*>(xq);
+  a.d = reinterpret_cast<const float*>(a.qs + (static_cast<size_t>(n * k) + 15) / 16 * 16);
+  a.s = a.d + n * (k / 32);
+  a.k = k;
+  switch (type) {
+#define TERN_CASE(T)                                 \
+  case TensorType::T:                                \
+    launch<TensorType::T>(w, m, k, a, n, y, stream); \
+    break;
+    TERN_CASE(Q4_0)
+    TERN_CASE(Q4_1)
+    TERN_CASE(Q5_0)
+    TERN_CASE(Q5_1)
+    TERN_CASE(Q8_0)
+    TERN_CASE(Q4_K)
+    TERN_CASE(Q5_K)
+    TERN_CASE(Q6_K)
+#undef TERN_CASE
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,89 @@
+// Host-side launchers of the CUDA kernels (one .cu file each). Every launcher enqueues on the
+// given stream, never synchronises, and returns the launch status (cudaGetLastError).
+// Activations are F32 row-major; weights keep their GGUF block layout.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "base/tensor_type.h"
+
+namespace tern::cuda {
+
+// Whether `type` has a device dequantizer (and so matmul/get_rows on the GPU).
+bool is_supported(TensorType type);
+
+// get_rows.cu: out[i, :] = row ids[i] of table [rows, cols] as F32 (ids on the device; rows
+// outside [0, rows) give zeros: the host checks ids first).
+cudaError_t get_rows(TensorType type, const void* table, int64_t rows, int64_t cols,
+                     const int32_t* ids, int64_t n, float* out, cudaStream_t stream);
+
+// dequantize.cu: out [rows, cols] BF16 (uint16 bits) = the values of weight rows.
+cudaError_t dequantize_bf16(TensorType type, const void* w, int64_t rows, int64_t cols,
+                            uint16_t* out, cudaStream_t stream);
+// convert.cu: out[i] = x[i] rounded to BF16 / F16 (uint16 bits).
+cudaError_t f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
+cudaError_t f32_to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
+
+// gemv_*.cu: y[j, :] = W [m, k] . x[j, :] for j < n, n <= kMaxGemvRows (decode).
+constexpr int64_t kMaxGemvRows = 8;
+cudaError_t gemv_float(TensorType type, const void* w, int64_t m, int64_t k, const float* x,
+                       int64_t n, float* y, cudaStream_t stream);
+// Dequantize-and-dot with F32 activations; any block type of is_supported.
+cudaError_t gemv_blocks(TensorType type, const void* w, int64_t m, int64_t k, const float* x,
+                        int64_t n, float* y, cudaStream_t stream);
+// Activations quantized to 8-bit blocks of 32 (quantize_q8 into `xq`), integer dot products.
+bool gemv_q8_supported(TensorType type);
+size_t q8_activation_bytes(int64_t n, int64_t k);
+cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, void* xq, cudaStream_t stream);
+cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
+                    float* y, cudaStream_t stream);
+
+// norm.cu: each row of x [rows, cols] divided by its RMS, times weight [cols] when not null.
+cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols,
+                     float* out, cudaStream_t stream);
+
+// elementwise.cu
+cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+cudaError_t add_row_vector(float* x, const float* v, int64_t rows, int64_t cols,
+                           cudaStream_t stream);
+cudaError_t scale(float* x, float factor, int64_t n, cudaStream_t stream);
+cudaError_t silu_mul(const float* gate, const float* up, float* out, int64_t n,
+                     cudaStream_t stream);
+cudaError_t gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n,
+                          cudaStream_t stream);
+
+// rope.cu: x [n, heads, head_dim] rotated in place; inv_freq [rotary_dim / 2] on the device.
+cudaError_t rope(float* x, int64_t head_dim, int64_t heads, int64_t n, const int32_t* positions,
+                 const float* inv_freq, int64_t rotary_dim, bool neox, float position_scale,
+                 cudaStream_t stream);
+
+// kv_store.cu: rows of k, v [n, kv_heads, head_dim] written at slots[n] of the paged caches.
+cudaError_t store_kv(TensorType type, void* k_cache, void* v_cache, const float* k, const float* v,
+                     const int32_t* slots, int64_t n, int64_t kv_heads, int64_t head_dim,
+                     cudaStream_t stream);
+
+// attention.cu: paged causal attention, split over the context (flash-decoding style).
+struct AttentionLaunch {
+  const float* q = nullptr;  // [tokens, heads, head_dim]
+  float* out = nullptr;      // [tokens, heads, head_dim]
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  TensorType kv_type = TensorType::F16;
+  int64_t tokens = 0, heads = 0, kv_heads = 0, head_dim = 0, block_size = 0;
+  // Per sequence, 4 ints: first_token, token_count, first_position, offset of its block table
+  // in `tables`. Sorted by first_token.
+  const int32_t* sequences = nullptr;
+  int32_t sequence_count = 0;
+  const int32_t* tables = nullptr;
+  float scale = 1.0f, softcap = 0.0f;
+  int64_t window = 0;
+  int32_t splits = 1;        // parts of the context computed by separate blocks
+  int32_t split_keys = 0;    // keys per part (a multiple of 32)
+  float* partial = nullptr;  // [tokens * heads * splits, head_dim + 2] when splits > 1
+};
+bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
+cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
+
+}  // namespace tern::cuda

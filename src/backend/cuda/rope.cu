@@ -1,0 +1,42 @@
+// rope: rotary position embedding of the first rotary_dim values of each head, in place on
+// x [n, heads, head_dim]; pairs (i, i + rotary_dim/2) (neox) or (2i, 2i + 1). The per-pair
+// inverse frequencies (theta and the optional factors folded in) come from the host, computed
+// exactly as the CPU backend does. One thread per (token, head, pair); reads and writes the
+// rotated values once.
+#include "backend/cuda/kernels.h"
+
+namespace tern::cuda {
+namespace {
+
+__global__ void rope_kernel(float* x, int64_t head_dim, int64_t heads, int64_t n,
+                            const int32_t* positions, const float* inv_freq, int64_t half,
+                            bool neox, float position_scale) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * heads * half) return;
+  const int64_t pair = i % half, th = i / half;  // th = token * heads + head
+  const int64_t t = th / heads;
+  const float pos = static_cast<float>(positions[t]) * position_scale;
+  float s, c;
+  sincosf(pos * inv_freq[pair], &s, &c);
+  float* v = x + th * head_dim;
+  const int64_t a = neox ? pair : 2 * pair;
+  const int64_t b = neox ? pair + half : 2 * pair + 1;
+  const float x0 = v[a], x1 = v[b];
+  v[a] = x0 * c - x1 * s;
+  v[b] = x0 * s + x1 * c;
+}
+
+}  // namespace
+
+cudaError_t rope(float* x, int64_t head_dim, int64_t heads, int64_t n, const int32_t* positions,
+                 const float* inv_freq, int64_t rotary_dim, bool neox, float position_scale,
+                 cudaStream_t stream) {
+  const int64_t half = rotary_dim / 2;
+  const int64_t total = n * heads * half;
+  if (total == 0) return cudaSuccess;
+  rope_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+      x, head_dim, heads, n, positions, inv_freq, half, neox, position_scale);
+  return cudaGetLastError();
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,406 @@
+// Every op of CudaDevice against CpuDevice on random inputs: matmul of every weight type (decode
+// GEMV paths and the prefill GEMM, sizes that are not multiples of the kernels' tiles),
+// get_rows, the element-wise ops, RoPE, and store_kv + paged attention for every KV type over
+// several sequences of different lengths with scattered block tables, sliding window and
+// soft-capping. Skipped when no CUDA GPU is present. The largest error of each case is printed
+// (and recorded as a test property) for bench/cuda-notes.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "backend/cpu/quant.h"
+#include "backend/cpu_device/cpu_device.h"
+#include "backend/cuda/cuda_device.h"
+#include "test_util.h"
+
+namespace tern {
+namespace {
+
+struct Diff {
+  double max_abs = 0, rel_rms = 0;
+};
+
+Diff compare(const std::vector<float>& got, const std::vector<float>& want) {
+  Diff d;
+  double err = 0, norm = 0;
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double e = static_cast<double>(got[i]) - want[i];
+    if (!std::isfinite(got[i])) d.max_abs = INFINITY;
+    d.max_abs = std::max(d.max_abs, std::fabs(e));
+    err += e * e;
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  d.rel_rms = norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+  return d;
+}
+
+void report(const std::string& what, const Diff& d) {
+  std::printf("[cuda-op] %-44s max_abs %.3g rel_rms %.3g\n", what.c_str(), d.max_abs, d.rel_rms);
+  ::testing::Test::RecordProperty(what, std::to_string(d.rel_rms));
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+    auto d = CudaDevice::create(0);
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    gpu_ = std::move(*d);
+  }
+
+  // A GPU tensor holding `bytes` of host data.
+  Tensor gpu_tensor(const void* data, size_t bytes, TensorType type, std::array<int64_t, 4> ne) {
+    auto b = gpu_->allocate(bytes);
+    EXPECT_TRUE(b.ok());
+    gpu_->upload(data, b->data(), bytes);
+    Tensor t;
+    t.data = b->data();
+    t.type = type;
+    t.ne = ne;
+    buffers_.push_back(std::move(*b));
+    return t;
+  }
+  Tensor gpu_f32(const std::vector<float>& v, std::array<int64_t, 4> ne) {
+    return gpu_tensor(v.data(), v.size() * 4, TensorType::F32, ne);
+  }
+  // A GPU F32 tensor filled with NaN, so unwritten outputs show.
+  Tensor gpu_poisoned(std::array<int64_t, 4> ne) {
+    std::vector<float> nan(static_cast<size_t>(ne[0] * ne[1] * ne[2] * ne[3]), NAN);
+    return gpu_f32(nan, ne);
+  }
+  std::vector<float> read(const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.elements()));
+    gpu_->download(t.data, v.data(), v.size() * 4);
+    auto ok = gpu_->synchronize();
+    EXPECT_TRUE(ok.ok()) << ok.error().message;
+    return v;
+  }
+  static Tensor host(std::vector<float>& v, std::array<int64_t, 4> ne) {
+    Tensor t;
+    t.data = v.data();
+    t.ne = ne;
+    return t;
+  }
+  std::vector<float> random(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = normal(rng_);
+    return v;
+  }
+
+  std::mt19937 rng_{1234};
+  CpuDevice cpu_{4};
+  std::unique_ptr<CudaDevice> gpu_;
+  std::vector<DeviceBuffer> buffers_;
+};
+
+// Double-precision reference of W . x from the CPU dequantizer; `scale` gets each output's natural
+// error scale, sqrt(sum_i (w_i x_i)^2), which a single dot product that cancels to near zero
+// does not shrink.
+std::vector<float> reference_matmul(TensorType type, const std::vector<uint8_t>& w, int64_t m,
+                                    int64_t k, const std::vector<float>& x, int64_t n,
+                                    std::vector<double>& scale) {
+  scale.assign(static_cast<size_t>(n * m), 0.0);
+  const auto& info = tensor_type_info(type);
+  const size_t rb = static_cast<size_t>(k / info.block_elements) * info.block_bytes;
+  std::vector<float> row(static_cast<size_t>(k)), y(static_cast<size_t>(n * m));
+  for (int64_t r = 0; r < m; ++r) {
+    cpu::dequantize_row(type, w.data() + static_cast<size_t>(r) * rb, row.data(), k);
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, s2 = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double p = static_cast<double>(row[i]) * x[j * k + i];
+        s += p;
+        s2 += p * p;
+      }
+      y[j * m + r] = static_cast<float>(s);
+      scale[static_cast<size_t>(j * m + r)] = std::sqrt(s2);
+    }
+  }
+  return y;
+}
+
+const TensorType kWeightTypes[] = {
+    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,   TensorType::Q4_1,
+    TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K,   TensorType::Q3_K,
+    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
+
+TEST_F(CudaOps, MatmulEveryTypeAndShapeMatchesTheReference) {
+  for (TensorType type : kWeightTypes) {
+    const auto& info = tensor_type_info(type);
+    const bool is_float = info.block_elements == 1;
+    // k: below one warp of tasks, odd numbers of blocks, and not a multiple of 8 for floats.
+    std::vector<int64_t> ks = {info.block_elements == 256 ? 768 : 96,
+                               info.block_elements == 256 ? 4352 : 4128};
+    if (is_float) ks.push_back(100);
+    for (int64_t k : ks) {
+      for (int64_t m : {1, 37, 515}) {
+        auto w = testing::random_weights(type, m, k, rng_);
+        Tensor gw = gpu_tensor(w.data(), w.size(), type, {k, m, 1, 1});
+        for (int64_t n : {1, 3, 8, 9, 33}) {
+          auto x = random(static_cast<size_t>(n * k));
+          std::vector<double> scale;
+          auto want = reference_matmul(type, w, m, k, x, n, scale);
+          Tensor gx = gpu_f32(x, {k, n, 1, 1});
+          for (bool int8 : {true, false}) {
+            if (!int8 && (n > 8 || is_float)) continue;
+            gpu_->set_int8_gemv(int8);
+            Tensor gy = gpu_poisoned({m, n, 1, 1});
+            auto ok = gpu_->matmul(gw, gx, gy);
+            ASSERT_TRUE(ok.ok()) << ok.error().message;
+            const auto got = read(gy);
+            const Diff d = compare(got, want);
+            double worst = 0;  // largest error in units of the output's error scale
+            for (size_t i = 0; i < got.size(); ++i) {
+              const double e = std::fabs(static_cast<double>(got[i]) - want[i]) / scale[i];
+              worst = std::isfinite(e) ? std::max(worst, e) : INFINITY;
+            }
+            // 8-bit activations: each product off by ~0.5%, BF16 GEMM operands ~0.3%; F32 sums.
+            const double tol = n > 8      ? (type == TensorType::F32 ? 1e-5 : 3e-2)
+                               : is_float ? 1e-5
+                               : int8     ? 5e-2
+                                          : 1e-5;
+            const std::string name =
+                fmt::format("matmul {} m{} k{} n{}{}", info.name, m, k, n,
+                            n <= 8 && !is_float ? (int8 ? " q8" : " f32") : "");
+            if (m == 515 && k == ks[1]) report(name, d);
+            EXPECT_LT(worst, tol) << name << " (rel rms " << d.rel_rms << ")";
+          }
+        }
+        gpu_->set_int8_gemv(true);
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, MatmulRejectsBadShapes) {
+  auto w = random(64 * 8);
+  Tensor gw = gpu_f32(w, {64, 8, 1, 1});
+  Tensor gx = gpu_poisoned({63, 1, 1, 1});
+  Tensor gy = gpu_poisoned({8, 1, 1, 1});
+  EXPECT_FALSE(gpu_->matmul(gw, gx, gy).ok());
+}
+
+TEST_F(CudaOps, GetRowsEveryTypeIsExact) {
+  for (TensorType type : kWeightTypes) {
+    const auto& info = tensor_type_info(type);
+    const int64_t cols = info.block_elements == 256 ? 512 : 160, rows = 50;
+    auto w = testing::random_weights(type, rows, cols, rng_);
+    Tensor gw = gpu_tensor(w.data(), w.size(), type, {cols, rows, 1, 1});
+    Tensor cw;
+    cw.data = w.data();
+    cw.type = type;
+    cw.ne = {cols, rows, 1, 1};
+    const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
+    std::vector<float> want(ids.size() * static_cast<size_t>(cols));
+    Tensor co = host(want, {cols, 5, 1, 1});
+    ASSERT_TRUE(cpu_.get_rows(cw, ids, co).ok());
+    Tensor go = gpu_poisoned({cols, 5, 1, 1});
+    ASSERT_TRUE(gpu_->get_rows(gw, ids, go).ok());
+    const Diff d = compare(read(go), want);
+    report(fmt::format("get_rows {}", info.name), d);
+    EXPECT_EQ(d.max_abs, 0.0) << info.name;
+    const std::vector<int32_t> bad = {50};
+    EXPECT_FALSE(gpu_->get_rows(gw, bad, go).ok());
+  }
+}
+
+TEST_F(CudaOps, ElementwiseOpsMatchTheCpu) {
+  const int64_t rows = 7, cols = 1000;
+  const size_t n = static_cast<size_t>(rows * cols);
+  auto a = random(n), b = random(n), wv = random(static_cast<size_t>(cols));
+  Tensor ga = gpu_f32(a, {cols, rows, 1, 1}), gb = gpu_f32(b, {cols, rows, 1, 1});
+  Tensor gw = gpu_f32(wv, {cols, 1, 1, 1});
+  auto run = [&](const std::string& name, auto&& cpu_op, auto&& gpu_op, double tol) {
+    std::vector<float> ca = a, cb = b, co(n, 0.0f);
+    Tensor ta = host(ca, {cols, rows, 1, 1}), tb = host(cb, {cols, rows, 1, 1}),
+           to = host(co, {cols, rows, 1, 1});
+    cpu_op(ta, tb, to);
+    Tensor ga2 = gpu_f32(a, {cols, rows, 1, 1});
+    Tensor go = gpu_poisoned({cols, rows, 1, 1});
+    gpu_op(ga2, gb, go);
+    // In-place ops write their first operand; the others `out`.
+    const bool in_place = name == "add_row_vector" || name == "scale";
+    const Diff d = compare(read(in_place ? ga2 : go), in_place ? ca : co);
+    report(name, d);
+    EXPECT_LT(d.rel_rms, tol) << name;
+  };
+  std::vector<float> wcopy = wv;
+  Tensor tw = host(wcopy, {cols, 1, 1, 1});
+  run(
+      "rms_norm", [&](Tensor& x, Tensor&, Tensor& o) { cpu_.rms_norm(x, &tw, 1e-6f, o); },
+      [&](Tensor& x, Tensor&, Tensor& o) { gpu_->rms_norm(x, &gw, 1e-6f, o); }, 1e-6);
+  run(
+      "rms_norm (no weight)",
+      [&](Tensor& x, Tensor&, Tensor& o) { cpu_.rms_norm(x, nullptr, 1e-5f, o); },
+      [&](Tensor& x, Tensor&, Tensor& o) { gpu_->rms_norm(x, nullptr, 1e-5f, o); }, 1e-6);
+  run(
+      "add", [&](Tensor& x, Tensor& y, Tensor& o) { cpu_.add(x, y, o); },
+      [&](Tensor& x, Tensor& y, Tensor& o) { gpu_->add(x, y, o); }, 1e-7);
+  run(
+      "add_row_vector", [&](Tensor& x, Tensor&, Tensor&) { cpu_.add_row_vector(x, tw); },
+      [&](Tensor& x, Tensor&, Tensor&) { gpu_->add_row_vector(x, gw); }, 1e-7);
+  run(
+      "scale", [&](Tensor& x, Tensor&, Tensor&) { cpu_.scale(x, 3.5f); },
+      [&](Tensor& x, Tensor&, Tensor&) { gpu_->scale(x, 3.5f); }, 1e-7);
+  run(
+      "silu_mul", [&](Tensor& x, Tensor& y, Tensor& o) { cpu_.silu_mul(x, y, o); },
+      [&](Tensor& x, Tensor& y, Tensor& o) { gpu_->silu_mul(x, y, o); }, 1e-6);
+  run(
+      "gelu_tanh_mul", [&](Tensor& x, Tensor& y, Tensor& o) { cpu_.gelu_tanh_mul(x, y, o); },
+      [&](Tensor& x, Tensor& y, Tensor& o) { gpu_->gelu_tanh_mul(x, y, o); }, 1e-6);
+  (void)ga;
+}
+
+TEST_F(CudaOps, RopeMatchesTheCpu) {
+  const int64_t head_dim = 64, heads = 3, n = 6;
+  const std::vector<int32_t> positions = {0, 17, 1000, 16000, 33, 40959};
+  for (bool neox : {false, true}) {
+    for (bool factors : {false, true}) {
+      RopeParams p;
+      p.rotary_dim = 48;
+      p.theta = 1000000.0f;
+      p.neox = neox;
+      p.position_scale = factors ? 0.25f : 1.0f;
+      if (factors) {
+        for (int i = 0; i < 24; ++i)
+          p.inverse_frequency_factors.push_back(1.0f + 0.3f * static_cast<float>(i));
+      }
+      auto x = random(static_cast<size_t>(n * heads * head_dim));
+      std::vector<float> cx = x;
+      Tensor tc = host(cx, {head_dim, heads, n, 1});
+      cpu_.rope(tc, positions, p);
+      Tensor tg = gpu_f32(x, {head_dim, heads, n, 1});
+      gpu_->rope(tg, positions, p);
+      const Diff d = compare(read(tg), cx);
+      report(fmt::format("rope neox={} factors={}", neox, factors), d);
+      EXPECT_LT(d.max_abs, 2e-3) << neox << factors;  // angles of 4e4 rad: float rounding
+    }
+  }
+}
+
+// One attention layer's paged cache on both devices, filled through store_kv.
+struct PagedCase {
+  int64_t heads, kv_heads, head_dim;
+  TensorType kv_type;
+  std::vector<int64_t> cached, fresh;  // per sequence: tokens already cached, new tokens
+  int64_t window = 0;
+  float softcap = 0.0f;
+};
+
+class CudaAttention : public CudaOps, public ::testing::WithParamInterface<PagedCase> {};
+
+TEST_P(CudaAttention, StoreKvAndAttentionMatchTheCpu) {
+  const PagedCase c = GetParam();
+  const int64_t block_size = 16;
+  int64_t blocks_needed = 0;
+  for (size_t s = 0; s < c.cached.size(); ++s)
+    blocks_needed += (c.cached[s] + c.fresh[s] + block_size - 1) / block_size;
+  const int64_t pool = blocks_needed + 7;
+  const auto& info = tensor_type_info(c.kv_type);
+  const size_t cache_bytes =
+      static_cast<size_t>(pool * block_size * c.kv_heads * (c.head_dim / info.block_elements)) *
+      info.block_bytes;
+  std::vector<uint8_t> ck(cache_bytes), cv(cache_bytes);
+  KvLayer cpu_layer, gpu_layer;
+  for (KvLayer* l : {&cpu_layer, &gpu_layer}) {
+    l->block_size = block_size;
+    l->kv_heads = c.kv_heads;
+    l->head_dim = c.head_dim;
+    l->k.type = l->v.type = c.kv_type;
+    l->k.ne = l->v.ne = {c.head_dim, c.kv_heads, block_size, pool};
+  }
+  cpu_layer.k.data = ck.data();
+  cpu_layer.v.data = cv.data();
+  std::vector<uint8_t> zeros(cache_bytes, 0);
+  gpu_layer.k = gpu_tensor(zeros.data(), cache_bytes, c.kv_type, cpu_layer.k.ne);
+  gpu_layer.v = gpu_tensor(zeros.data(), cache_bytes, c.kv_type, cpu_layer.k.ne);
+
+  // Scattered block tables: a shuffled pool.
+  std::vector<int32_t> order(static_cast<size_t>(pool));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng_);
+  std::vector<std::vector<int32_t>> tables(c.cached.size());
+  size_t next = 0;
+  for (size_t s = 0; s < c.cached.size(); ++s) {
+    const int64_t nb = (c.cached[s] + c.fresh[s] + block_size - 1) / block_size;
+    for (int64_t b = 0; b < nb; ++b) tables[s].push_back(order[next++]);
+  }
+  auto slot = [&](size_t s, int64_t p) {
+    return static_cast<int32_t>(tables[s][static_cast<size_t>(p / block_size)] * block_size +
+                                p % block_size);
+  };
+  const int64_t row = c.kv_heads * c.head_dim;
+  // The cached prefix of every sequence, then the new tokens, each through store_kv.
+  auto store = [&](const std::vector<int32_t>& slots) {
+    const int64_t n = static_cast<int64_t>(slots.size());
+    auto k = random(static_cast<size_t>(n * row)), v = random(static_cast<size_t>(n * row));
+    Tensor hk = host(k, {c.head_dim, c.kv_heads, n, 1}),
+           hv = host(v, {c.head_dim, c.kv_heads, n, 1});
+    cpu_.store_kv(cpu_layer, hk, hv, slots);
+    Tensor gk = gpu_f32(k, hk.ne), gv = gpu_f32(v, hv.ne);
+    gpu_->store_kv(gpu_layer, gk, gv, slots);
+  };
+  std::vector<int32_t> prefix_slots, new_slots;
+  std::vector<AttentionSequence> seqs;
+  int64_t tokens = 0;
+  for (size_t s = 0; s < c.cached.size(); ++s) {
+    for (int64_t p = 0; p < c.cached[s]; ++p) prefix_slots.push_back(slot(s, p));
+    AttentionSequence a;
+    a.first_token = tokens;
+    a.token_count = c.fresh[s];
+    a.first_position = c.cached[s];
+    a.block_table = tables[s];
+    seqs.push_back(a);
+    for (int64_t p = 0; p < c.fresh[s]; ++p) new_slots.push_back(slot(s, c.cached[s] + p));
+    tokens += c.fresh[s];
+  }
+  if (!prefix_slots.empty()) store(prefix_slots);
+  store(new_slots);
+  std::vector<uint8_t> gk(cache_bytes);
+  gpu_->download(gpu_layer.k.data, gk.data(), cache_bytes);
+  ASSERT_TRUE(gpu_->synchronize().ok());
+  EXPECT_EQ(gk, ck) << "store_kv wrote different " << info.name << " rows";
+
+  auto q = random(static_cast<size_t>(tokens * c.heads * c.head_dim));
+  AttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  params.sliding_window = c.window;
+  params.softcap = c.softcap;
+  std::vector<float> want(q.size());
+  Tensor hq = host(q, {c.head_dim, c.heads, tokens, 1}), ho = host(want, hq.ne);
+  cpu_.attention(hq, cpu_layer, seqs, params, ho);
+  Tensor gq = gpu_f32(q, hq.ne), go = gpu_poisoned(hq.ne);
+  gpu_->attention(gq, gpu_layer, seqs, params, go);
+  const Diff d = compare(read(go), want);
+  report(fmt::format("attention {} h{}/{} d{} w{} cap{}", info.name, c.heads, c.kv_heads,
+                     c.head_dim, c.window, c.softcap),
+         d);
+  EXPECT_LT(d.rel_rms, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaAttention,
+                         ::testing::Values(
+                             // prefill of one sequence, a decode step, a batch of mixed sequences
+                             PagedCase{8, 2, 64, TensorType::F16, {0}, {37}},
+                             PagedCase{8, 2, 128, TensorType::F16, {1000}, {1}},
+                             PagedCase{
+                                 32, 8, 128, TensorType::F16, {0, 100, 1000, 5}, {37, 1, 5, 3}},
+                             PagedCase{32, 8, 128, TensorType::BF16, {0, 100, 1000}, {37, 1, 5}},
+                             PagedCase{32, 8, 128, TensorType::F32, {0, 100, 1000}, {37, 1, 5}},
+                             PagedCase{32, 8, 128, TensorType::Q8_0, {0, 100, 1000}, {37, 1, 5}},
+                             // head sizes 32 and 256, groups of 1, 3 and 16 query heads per KV head
+                             PagedCase{4, 4, 32, TensorType::F16, {20}, {9}},
+                             PagedCase{9, 3, 64, TensorType::F16, {70, 0}, {1, 12}},
+                             PagedCase{16, 1, 256, TensorType::F16, {300}, {2}},
+                             // long context split over many blocks; sliding window; soft-capping
+                             PagedCase{32, 8, 128, TensorType::F16, {5000}, {1}},
+                             PagedCase{8, 4, 64, TensorType::F16, {600, 0}, {3, 100}, 64},
+                             PagedCase{8, 4, 256, TensorType::BF16, {50}, {20}, 0, 30.0f}));
+
+}  // namespace
+}  // namespace tern

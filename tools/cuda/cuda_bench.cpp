@@ -1,0 +1,233 @@
+// tern-cuda-bench: times the CUDA backend's kernels on the shapes of a Qwen3-8B-sized model and
+// puts them against the GPU's measured device-to-device copy bandwidth (bytes read + written per
+// second): decode GEMV per weight type and kernel (int8 activations or F32), the prefill GEMM,
+// and decode attention over 1K and 16K tokens of F16 KV. One line per case, a table at the end.
+//   tern-cuda-bench [--quick]
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_device.h"
+#include "base/fp16.h"
+
+namespace tern {
+namespace {
+
+#define CHECK(call)                                                  \
+  do {                                                               \
+    cudaError_t s_ = (call);                                         \
+    if (s_ != cudaSuccess) {                                         \
+      fmt::print(stderr, "{}: {}\n", #call, cudaGetErrorString(s_)); \
+      std::exit(1);                                                  \
+    }                                                                \
+  } while (0)
+
+// Median milliseconds of `reps` runs of f, timed with events on `stream`.
+double time_ms(cudaStream_t stream, int reps, const std::function<void()>& f) {
+  for (int i = 0; i < 3; ++i) f();
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    CHECK(cudaEventRecord(a, stream));
+    f();
+    CHECK(cudaEventRecord(b, stream));
+    CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Random bytes with sane fp16 scales (as tests/backend/test_util.h does).
+std::vector<uint8_t> random_weights(TensorType type, int64_t rows, int64_t cols,
+                                    std::mt19937& rng) {
+  const auto& info = tensor_type_info(type);
+  const size_t blocks = static_cast<size_t>(rows * cols / info.block_elements);
+  std::vector<uint8_t> w(blocks * info.block_bytes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  std::vector<int> fields;
+  switch (type) {
+    case TensorType::F16:
+    case TensorType::BF16:
+      for (size_t i = 0; i < blocks; ++i) {
+        const uint16_t h = type == TensorType::F16 ? float_to_fp16(0.01f) : float_to_bf16(0.01f);
+        std::memcpy(&w[i * 2], &h, 2);
+      }
+      return w;
+    case TensorType::Q4_0:
+    case TensorType::Q8_0:
+      fields = {0};
+      break;
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+      fields = {0, 2};
+      break;
+    case TensorType::Q6_K:
+      fields = {208};
+      break;
+    default:
+      break;
+  }
+  const uint16_t h = float_to_fp16(0.01f);
+  for (size_t i = 0; i < blocks; ++i)
+    for (int off : fields) std::memcpy(&w[i * info.block_bytes + static_cast<size_t>(off)], &h, 2);
+  return w;
+}
+
+struct Row {
+  std::string what;
+  double ms, gbs, fraction;
+};
+
+int run(bool quick) {
+  auto dev = CudaDevice::create(0);
+  if (!dev) {
+    fmt::print(stderr, "error: {}\n", dev.error().message);
+    return 1;
+  }
+  CudaDevice& d = **dev;
+  auto stream = static_cast<cudaStream_t>(d.stream());
+  fmt::print("{}\n", d.name());
+  std::vector<Row> rows;
+
+  // Copy bandwidth: 2 GiB device to device, read + written.
+  const size_t copy_bytes = size_t{1} << 31;
+  void *src = nullptr, *dst = nullptr;
+  CHECK(cudaMalloc(&src, copy_bytes));
+  CHECK(cudaMalloc(&dst, copy_bytes));
+  CHECK(cudaMemsetAsync(src, 1, copy_bytes, stream));
+  const double copy_ms = time_ms(stream, 10, [&] {
+    CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, stream));
+  });
+  const double copy_gbs = 2.0 * static_cast<double>(copy_bytes) / (copy_ms * 1e6);
+  CHECK(cudaFree(src));
+  CHECK(cudaFree(dst));
+  fmt::print("copy: {:.3f} ms for 2 x {} GiB: {:.0f} GB/s\n", copy_ms, copy_bytes >> 30, copy_gbs);
+  rows.push_back({"device-to-device copy 2 GiB", copy_ms, copy_gbs, 1.0});
+
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::vector<TensorType> types = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0,
+                                         TensorType::Q5_K, TensorType::Q4_0, TensorType::BF16,
+                                         TensorType::F16};
+  struct Shape {
+    int64_t m, k;
+  };
+  const std::vector<Shape> shapes =
+      quick ? std::vector<Shape>{{12288, 4096}}
+            : std::vector<Shape>{{4096, 4096}, {12288, 4096}, {4096, 12288}, {1024, 4096}};
+  std::vector<DeviceBuffer> keep;
+  auto upload = [&](const void* p, size_t bytes) {
+    auto b = d.allocate(bytes);
+    if (!b) std::exit(1);
+    d.upload(p, b->data(), bytes);
+    void* data = b->data();
+    keep.push_back(std::move(*b));
+    return data;
+  };
+  for (TensorType type : types) {
+    for (const Shape& s : shapes) {
+      auto w = random_weights(type, s.m, s.k, rng);
+      Tensor tw;
+      tw.data = upload(w.data(), w.size());
+      tw.type = type;
+      tw.ne = {s.k, s.m, 1, 1};
+      for (int64_t n : {1, 8, 512}) {
+        if (quick && n == 8) continue;
+        std::vector<float> x(static_cast<size_t>(n * s.k));
+        for (auto& v : x) v = normal(rng);
+        Tensor tx, ty;
+        tx.data = upload(x.data(), x.size() * 4);
+        tx.ne = {s.k, n, 1, 1};
+        auto yb = d.allocate(static_cast<size_t>(n * s.m) * 4);
+        ty.data = yb->data();
+        ty.ne = {s.m, n, 1, 1};
+        for (bool int8 : {true, false}) {
+          const bool quant = tensor_type_info(type).block_elements > 1;
+          if (!int8 && (!quant || n > 8)) continue;
+          d.set_int8_gemv(int8);
+          const double ms = time_ms(stream, 20, [&] { (void)d.matmul(tw, tx, ty); });
+          const double bytes = static_cast<double>(w.size());
+          const double gbs = bytes / (ms * 1e6);
+          std::string what = fmt::format("matmul {} {}x{} n={}{}", tensor_type_name(type), s.m, s.k,
+                                         n, n <= 8 && quant ? (int8 ? " q8" : " f32") : "");
+          if (n > 8) {
+            const double tflops = 2.0 * static_cast<double>(s.m * s.k * n) / (ms * 1e9);
+            what += fmt::format(" ({:.0f} TFLOP/s)", tflops);
+          }
+          fmt::print("{}: {:.4f} ms, {:.0f} GB/s of weights\n", what, ms, gbs);
+          rows.push_back({what, ms, gbs, gbs / copy_gbs});
+        }
+        d.set_int8_gemv(true);
+        keep.push_back(std::move(*yb));
+      }
+      if (!d.synchronize()) return 1;
+    }
+  }
+
+  // Decode attention: one token, 32 heads over 8 KV heads of 128, F16 cache.
+  for (int64_t context : {1024, 16384}) {
+    const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16;
+    const int64_t blocks = context / bs + 1;
+    const size_t cache_bytes = static_cast<size_t>(blocks * bs * kv_heads * hd) * 2;
+    std::vector<uint16_t> kv(cache_bytes / 2);
+    for (auto& v : kv) v = float_to_fp16(normal(rng));
+    KvLayer layer;
+    layer.block_size = bs;
+    layer.kv_heads = kv_heads;
+    layer.head_dim = hd;
+    layer.k.type = layer.v.type = TensorType::F16;
+    layer.k.data = upload(kv.data(), cache_bytes);
+    layer.v.data = upload(kv.data(), cache_bytes);
+    std::vector<int32_t> table(static_cast<size_t>(blocks));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    std::vector<float> q(static_cast<size_t>(heads * hd));
+    for (auto& v : q) v = normal(rng);
+    Tensor tq, to;
+    tq.data = upload(q.data(), q.size() * 4);
+    tq.ne = {hd, heads, 1, 1};
+    to.data = upload(q.data(), q.size() * 4);
+    to.ne = tq.ne;
+    AttentionSequence seq;
+    seq.first_token = 0;
+    seq.token_count = 1;
+    seq.first_position = context - 1;
+    seq.block_table = table;
+    AttentionParams p;
+    p.scale = 0.088f;
+    const double ms = time_ms(stream, 20, [&] { d.attention(tq, layer, {&seq, 1}, p, to); });
+    const double bytes = 2.0 * static_cast<double>(context * kv_heads * hd * 2);
+    const double gbs = bytes / (ms * 1e6);
+    const std::string what =
+        fmt::format("attention decode ctx {} (32/8 heads of 128, F16)", context);
+    fmt::print("{}: {:.4f} ms, {:.0f} GB/s of KV\n", what, ms, gbs);
+    rows.push_back({what, ms, gbs, gbs / copy_gbs});
+  }
+  if (!d.synchronize()) return 1;
+
+  fmt::print("\n| case | ms | GB/s | of copy BW |\n| --- | ---: | ---: | ---: |\n");
+  for (const auto& r : rows)
+    fmt::print("| {} | {:.4f} | {:.0f} | {:.0f}% |\n", r.what, r.ms, r.gbs, 100.0 * r.fraction);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tern
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  return tern::run(quick);
+}
