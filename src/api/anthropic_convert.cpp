@@ -10,6 +10,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
+constexpr const char* kClientAttributionPrefix = "x-anthropic-billing-header:";
+
 // Text of a content field that may be a string or a list of blocks; only text blocks count.
 Result<std::string> blocks_text(const json& content, const std::string& where) {
   if (content.is_null()) return std::string();
@@ -151,12 +153,38 @@ Result<void> convert_assistant(const json& content, const std::string& where, or
   return {};
 }
 
+// Claude Code puts a billing line ("x-anthropic-billing-header: cc_version=...; cch=...;") at the
+// head of its system prompt, with a hash that changes on every request. It is metadata for the
+// hosted service, not an instruction, and left in it would change the first tokens of every
+// prompt, so that no turn could reuse the previous turn's KV. It is dropped.
+bool is_client_attribution(const std::string& text) {
+  return text.rfind(kClientAttributionPrefix, 0) == 0;
+}
+
+json without_client_attribution(const json& system) {
+  if (system.is_string()) {
+    const std::string text = system.get<std::string>();
+    if (!is_client_attribution(text)) return system;
+    const size_t end = text.find('\n');
+    return end == std::string::npos ? std::string() : text.substr(end + 1);
+  }
+  if (!system.is_array()) return system;
+  json kept = json::array();
+  for (const auto& b : system) {
+    const bool attribution = b.is_object() && b.value("type", "") == "text" && b.contains("text") &&
+                             b["text"].is_string() &&
+                             is_client_attribution(b["text"].get<std::string>());
+    if (!attribution) kept.push_back(b);
+  }
+  return kept;
+}
+
 }  // namespace
 
 Result<ordered_json> anthropic_messages_to_template(const json& body) {
   ordered_json out = ordered_json::array();
   if (body.contains("system") && !body["system"].is_null()) {
-    auto system = blocks_text(body["system"], "system");
+    auto system = blocks_text(without_client_attribution(body["system"]), "system");
     if (!system) return system.error();
     if (!system->empty()) out.push_back({{"role", "system"}, {"content", *system}});
   }

@@ -212,6 +212,7 @@ HttpResponse chat_completions(Service& service, const HttpRequest& http) {
   if (body.is_discarded() || !body.is_object()) {
     return error_response(ErrorFlavor::OpenAI, 400, "the request body is not a JSON object");
   }
+  if (auto rejected = service.reject_model(body)) return *rejected;
   if (!body.contains("messages"))
     return error_response(ErrorFlavor::OpenAI, 400, "'messages' is required", "messages");
   auto messages = openai_messages_to_template(body["messages"]);
@@ -259,7 +260,7 @@ HttpResponse chat_completions(Service& service, const HttpRequest& http) {
 
   Request request;
   request.prompt = engine.model().tokenizer->encode(*rendered, false, true);
-  if (auto ok = read_sampling(body, request, engine.model().context); !ok) {
+  if (auto ok = read_sampling(body, request, engine.model().context, engine.model().context); !ok) {
     return error_response(ErrorFlavor::OpenAI, 400, ok.error().message);
   }
   request.options.max_tokens =

@@ -5,8 +5,8 @@
 
 namespace tern::api {
 
-Result<void> read_sampling(const nlohmann::json& body, Request& request,
-                           int64_t default_max_tokens) {
+Result<void> read_sampling(const nlohmann::json& body, Request& request, int64_t default_max_tokens,
+                           int64_t max_tokens_limit) {
   auto& o = request.options;
   auto number = [&](const char* key, float& out) -> Result<void> {
     if (!body.contains(key) || body[key].is_null()) return {};
@@ -48,6 +48,10 @@ Result<void> read_sampling(const nlohmann::json& body, Request& request,
         return make_error("'{}' must be a positive integer", key);
       }
       o.max_tokens = body[key].get<int64_t>();
+      if (max_tokens_limit > 0 && o.max_tokens > max_tokens_limit) {
+        return make_error("'{}' is {}, more than the {} tokens of context this server holds", key,
+                          o.max_tokens, max_tokens_limit);
+      }
     }
   }
   if (body.contains("stop") && !body["stop"].is_null()) {

@@ -105,6 +105,7 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   Body body = Body::parse(http.body, nullptr, false);
   if (body.is_discarded() || !body.is_object())
     return bad_request("the request body is not a JSON object");
+  if (auto rejected = service.reject_model(body)) return *rejected;
   if (!body.contains("input")) return bad_request("'input' is required", "input");
   auto input = responses_input_items(body["input"]);
   if (!input) return bad_request(input.error().message, "input");
@@ -158,7 +159,7 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   for (const char* key : {"temperature", "top_p", "max_output_tokens"}) {
     if (body.contains(key)) sampling[key] = body[key];
   }
-  if (auto ok = read_sampling(sampling, request, context); !ok)
+  if (auto ok = read_sampling(sampling, request, context, context); !ok)
     return bad_request(ok.error().message);
   request.options.max_tokens = std::min<int64_t>(
       request.options.max_tokens, context - static_cast<int64_t>(request.prompt.size()));

@@ -171,6 +171,7 @@ Result<ordered_json> responses_items_to_template(const json& items,
     }
     // item_reference, web_search_call, custom_tool_call, ...: nothing this server produced.
   }
+  if (out.empty()) return Error{"'input' holds no message, function call or call output"};
   if (!system.empty())
     out.insert(out.begin(), ordered_json{{"role", "system"}, {"content", system}});
   return out;

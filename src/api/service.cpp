@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 
 #include "api/errors.h"
@@ -10,6 +12,39 @@
 namespace tern::api {
 
 using nlohmann::json;
+
+namespace {
+bool same_name(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool Service::serves_model(std::string_view name) const {
+  if (name.empty() || same_name(name, info_.model_name)) return true;
+  for (const auto& alias : info_.aliases) {
+    if (same_name(name, alias)) return true;
+  }
+  return false;
+}
+
+std::optional<HttpResponse> Service::reject_model(const json& body) const {
+  if (!body.contains("model") || body["model"].is_null()) return std::nullopt;
+  if (!body["model"].is_string()) {
+    return error_response(ErrorFlavor::OpenAI, 400, "'model' must be a string", "model");
+  }
+  const std::string name = body["model"].get<std::string>();
+  if (serves_model(name)) return std::nullopt;
+  return error_response(
+      ErrorFlavor::OpenAI, 404,
+      fmt::format("the model '{}' does not exist; this server serves '{}'", name, info_.model_name),
+      "model");
+}
 
 HttpResponse Service::health(const HttpRequest&) {
   HttpResponse r;
@@ -72,6 +107,7 @@ HttpResponse Service::completions(const HttpRequest& http) {
   if (body.is_discarded() || !body.is_object()) {
     return error_response(ErrorFlavor::OpenAI, 400, "the request body is not a JSON object");
   }
+  if (auto rejected = reject_model(body)) return *rejected;
   Request request;
   if (!body.contains("prompt"))
     return error_response(ErrorFlavor::OpenAI, 400, "'prompt' is required", "prompt");
@@ -93,7 +129,7 @@ HttpResponse Service::completions(const HttpRequest& http) {
                           "'prompt' must be a string, one string in an array, or token ids",
                           "prompt");
   }
-  if (auto ok = read_sampling(body, request, 256); !ok) {
+  if (auto ok = read_sampling(body, request, 256, engine_.model().context); !ok) {
     return error_response(ErrorFlavor::OpenAI, 400, ok.error().message);
   }
   if (body.contains("logprobs") && body["logprobs"].is_number_integer()) {

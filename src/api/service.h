@@ -3,7 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "api/http_types.h"
 #include "engine/engine.h"
@@ -11,8 +15,9 @@
 namespace tern::api {
 
 struct ServiceInfo {
-  std::string model_name;  // what /v1/models lists and responses report
-  int64_t created = 0;     // unix time the server started
+  std::string model_name;            // what /v1/models lists and responses report
+  std::vector<std::string> aliases;  // other names clients may use (store name, file stem)
+  int64_t created = 0;               // unix time the server started
 };
 
 class Service {
@@ -23,6 +28,13 @@ class Service {
   HttpResponse completions(const HttpRequest& request);
   HttpResponse health(const HttpRequest& request);
   HttpResponse metrics(const HttpRequest& request);
+
+  // Whether an OpenAI request's "model" names the served model (case-insensitive; an empty
+  // name means the served one). Anthropic requests map any name instead (clients send claude-*).
+  bool serves_model(std::string_view name) const;
+  // For an OpenAI-shaped request body: the 404 (another model) or 400 (not a string) its
+  // "model" field earns, or nothing when the served model is meant.
+  std::optional<HttpResponse> reject_model(const nlohmann::json& body) const;
 
   Engine& engine() { return engine_; }
   const ServiceInfo& info() const { return info_; }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "api/openai_common.h"
@@ -22,6 +23,8 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     std::string api_key;
     int64_t parallel = 4;
     std::string name;
+    int64_t max_queue = 64;
+    bool no_prefix_cache = false;
   };
   auto a = std::make_shared<Args>();
   a->model.add_to(*cmd);
@@ -34,6 +37,11 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--parallel", a->parallel, "Requests decoded together")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--max-queue", a->max_queue, "Requests that may wait for a slot; more get 429")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache,
+                "Do not keep finished requests' KV for reuse (for measuring what reuse saves)");
   cmd->add_option("--served-name", a->name,
                   "Model name reported by /v1/models (default: the model's name)");
   cmd->callback([&ctx, a] {
@@ -50,11 +58,17 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
       return;
     }
     LoadedModel& m = **loaded;
-    Engine engine(m, EngineOptions{a->parallel, 512});
+    EngineOptions eo;
+    eo.parallel = a->parallel;
+    eo.max_queue = a->max_queue;
+    eo.prefix_cache = !a->no_prefix_cache;
+    Engine engine(m, eo);
     api::ServiceInfo info;
     info.model_name = a->name.empty() ? a->model.model : a->name;
     if (info.model_name.find('/') != std::string::npos)
       info.model_name = m.info.name.empty() ? "tern" : m.info.name;
+    // Clients may name the model as it was given, by its file's stem or by its GGUF name.
+    info.aliases = {a->model.model, std::filesystem::path(m.path).stem().string(), m.info.name};
     info.created = api::unix_time();
     api::Service service(engine, info);
     server::ServerOptions so;

@@ -33,7 +33,8 @@ Engine::Engine(LoadedModel& model, EngineOptions options)
     : model_(model),
       options_(options),
       scheduler_(*model.model, *model.cache,
-                 SchedulerOptions{options.parallel, options.step_tokens, model.context}) {
+                 SchedulerOptions{options.parallel, options.step_tokens, model.context,
+                                  options.prefix_cache}) {
   update_gauges();
   thread_ = std::thread([this] { loop(); });
 }

@@ -20,6 +20,7 @@ struct EngineOptions {
   int64_t parallel = 4;       // sequences decoded together
   int64_t step_tokens = 512;  // prefill chunk / token budget per step
   int64_t max_queue = 64;     // requests waiting for a slot; more are refused (HTTP 429)
+  bool prefix_cache = true;   // reuse the KV of earlier requests that share a prefix
 };
 
 inline constexpr int kErrorOverloaded = 429;  // Error::code of a refused submit

@@ -82,7 +82,7 @@ void Scheduler::admit() {
 
 void Scheduler::finish(std::list<Sequence>::iterator it, SequenceEnd end, const Error* error) {
   if (it->hooks.on_finish) it->hooks.on_finish(end, error);
-  if (error == nullptr && it->kv.length > 0) {
+  if (options_.prefix_cache && error == nullptr && it->kv.length > 0) {
     // Keep what was computed for a later request with the same prefix.
     Cached c;
     c.tokens.assign(it->tokens.begin(), it->tokens.begin() + it->kv.length);

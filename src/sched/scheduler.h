@@ -28,6 +28,7 @@ struct SchedulerOptions {
   int64_t max_running = 4;    // sequences decoded together
   int64_t step_tokens = 512;  // token budget of one forward
   int64_t context = 8192;     // most tokens one sequence may hold
+  bool prefix_cache = true;   // keep finished sequences for reuse by later requests
 };
 
 enum class SequenceEnd { Finished, ContextFull, Cancelled };

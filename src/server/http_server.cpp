@@ -49,7 +49,9 @@ HttpServer::HttpServer(ServerOptions options)
   const size_t threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(options_.max_body_bytes);
-  server_->set_read_timeout(600, 0);
+  // A client that sends half a request and stalls holds a connection thread only this long.
+  server_->set_read_timeout(static_cast<time_t>(options_.read_timeout_seconds), 0);
+  // Streams may pause between events while a long prompt is prefilled; the write side waits.
   server_->set_write_timeout(600, 0);
   server_->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {

@@ -23,6 +23,7 @@ struct ServerOptions {
   std::string api_key;  // empty: any key (or none) is accepted
   size_t threads = 32;  // concurrent connections
   size_t max_body_bytes = size_t{64} << 20;
+  int read_timeout_seconds = 30;  // for a request's headers and body to arrive
 };
 
 using Handler = std::function<api::HttpResponse(const api::HttpRequest&)>;

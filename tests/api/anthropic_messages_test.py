@@ -160,6 +160,34 @@ class Messages(unittest.TestCase):
         m = self.client.messages.create(**ask)
         self.assertGreater(m.usage.cache_read_input_tokens, 0)
 
+    def test_claude_code_attribution_line_does_not_defeat_the_cache(self):
+        """Claude Code heads its system prompt with a billing line whose hash changes on every
+        request; Tern drops that line, so each agent turn still reuses the previous turn's KV."""
+        instructions = "You are Claude Code, a coding agent. " + "Keep edits small and tested. " * 30
+        messages = []
+        turns = []
+        for turn in range(3):
+            system = [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.0.{turn}; "
+                                               f"cc_entrypoint=sdk-cli; cch={turn * 7919:05x};"},
+                      {"type": "text", "text": instructions}]
+            messages.append({"role": "user", "content": f"Turn {turn}: list the next step."})
+            m = self.client.messages.create(model="claude-sonnet-4-5", max_tokens=4, system=system,
+                                            messages=messages)
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": m.content[0].text}]})
+            turns.append(m.usage)
+        for u in turns[1:]:
+            # Everything up to the newest user turn came from the cache.
+            self.assertGreater(u.cache_read_input_tokens, 200, turns)
+            self.assertLess(u.input_tokens, 40, turns)
+        # The line never reaches the model: counting with and without it gives the same tokens.
+        plain = self.client.messages.count_tokens(model="claude-sonnet-4-5", system=instructions,
+                                                  messages=messages[:1])
+        tagged = self.client.messages.count_tokens(
+            model="claude-sonnet-4-5", messages=messages[:1],
+            system=[{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.0.1; cch=abcde;"},
+                    {"type": "text", "text": instructions}])
+        self.assertEqual(plain.input_tokens, tagged.input_tokens)
+
     def test_unknown_beta_header_is_ignored(self):
         client = anthropic.Anthropic(base_url=self.base, api_key="any", max_retries=0,
                                      default_headers={"anthropic-beta": "made-up-feature-2099-01-01",

@@ -36,7 +36,7 @@ def start_server(*extra):
     """Starts `tern serve --port 0`; returns (process, base URL without /v1)."""
     proc = subprocess.Popen(
         [ARGS.tern, "serve", "--model", smollm2_path(), "--port", "0", "--threads", "2",
-         "--parallel", "2", *extra],
+         "--parallel", "2", "--served-name", "smollm2-135m", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     if " at http://" not in line:
@@ -78,12 +78,12 @@ class Responses(unittest.TestCase):
         self.assertGreaterEqual(usage.input_tokens_details.cached_tokens, 0)
 
     def test_string_input(self):
-        r = self.client.responses.create(model="gpt-5-codex", input="Say hello.", instructions="Be brief.",
+        r = self.client.responses.create(model="smollm2-135m", input="Say hello.", instructions="Be brief.",
                                           max_output_tokens=8, reasoning={"effort": "low"},
                                           text={"format": {"type": "text"}}, store=True)
         self.assertTrue(r.id.startswith("resp_"))
         self.assertEqual(r.object, "response")
-        self.assertEqual(r.model, "gpt-5-codex")
+        self.assertEqual(r.model, "smollm2-135m")
         self.assertIn(r.status, ("completed", "incomplete"))
         self.assertEqual(r.instructions, "Be brief.")
         message = [o for o in r.output if o.type == "message"][0]
@@ -94,13 +94,13 @@ class Responses(unittest.TestCase):
         self.assertLessEqual(r.usage.output_tokens, 8)
 
     def test_max_output_tokens_is_incomplete(self):
-        r = self.client.responses.create(model="m", input="Write a long story.", max_output_tokens=3)
+        r = self.client.responses.create(model="smollm2-135m", input="Write a long story.", max_output_tokens=3)
         self.assertEqual(r.status, "incomplete")
         self.assertEqual(r.incomplete_details.reason, "max_output_tokens")
         self.assertEqual(r.usage.output_tokens, 3)
 
     def test_streaming_events(self):
-        stream = self.client.responses.create(model="gpt-5-codex", input="Say hello.", max_output_tokens=6,
+        stream = self.client.responses.create(model="smollm2-135m", input="Say hello.", max_output_tokens=6,
                                               stream=True, temperature=0.5, top_p=0.9)
         events = list(stream)
         types = [e.type for e in events]
@@ -119,21 +119,21 @@ class Responses(unittest.TestCase):
         self.assertEqual(events[0].response.status, "in_progress")
 
     def test_previous_response_id_chains(self):
-        first = self.client.responses.create(model="m", input="My name is Ada. Remember it.",
+        first = self.client.responses.create(model="smollm2-135m", input="My name is Ada. Remember it.",
                                              max_output_tokens=6)
-        second = self.client.responses.create(model="m", input="What is my name?", max_output_tokens=4,
+        second = self.client.responses.create(model="smollm2-135m", input="What is my name?", max_output_tokens=4,
                                               previous_response_id=first.id)
         self.assertEqual(second.previous_response_id, first.id)
         # The second prompt holds the first turn: its input and its output.
         self.assertGreaterEqual(second.usage.input_tokens,
                                 first.usage.input_tokens + first.usage.output_tokens)
         self.assertGreater(second.usage.input_tokens_details.cached_tokens, 0)
-        third = self.client.responses.create(model="m", input="Thanks.", max_output_tokens=2,
+        third = self.client.responses.create(model="smollm2-135m", input="Thanks.", max_output_tokens=2,
                                              previous_response_id=second.id)
         self.assertGreater(third.usage.input_tokens, second.usage.input_tokens)
         self.assertEqual(self.client.responses.retrieve(first.id).id, first.id)
         with self.assertRaises(openai.NotFoundError):
-            self.client.responses.create(model="m", input="hi", previous_response_id="resp_missing")
+            self.client.responses.create(model="smollm2-135m", input="hi", previous_response_id="resp_missing")
 
     def test_items_with_function_calls_and_tools(self):
         tools = [{"type": "function", "name": "shell", "description": "Run a command", "strict": False,
@@ -150,7 +150,7 @@ class Responses(unittest.TestCase):
             {"role": "user", "content": "Thanks."},
         ]
         for choice in ("auto", "required", "none", {"type": "function", "name": "shell"}):
-            r = self.client.responses.create(model="gpt-5-codex", input=items, tools=tools, tool_choice=choice,
+            r = self.client.responses.create(model="smollm2-135m", input=items, tools=tools, tool_choice=choice,
                                              max_output_tokens=3, parallel_tool_calls=False, store=False)
             self.assertIn(r.status, ("completed", "incomplete"))
             for item in r.output:
@@ -158,21 +158,21 @@ class Responses(unittest.TestCase):
 
     def test_errors_in_openai_shape(self):
         url = self.base + "/v1/responses"
-        for body in (b"[1,", {"model": "m"}, {"model": "m", "input": 5},
-                     {"model": "m", "input": [{"type": "message", "role": "robot", "content": "x"}]},
-                     {"model": "m", "input": "hi", "max_output_tokens": 0},
-                     {"model": "m", "input": "hi", "tool_choice": {"type": "function", "name": "nope"},
+        for body in (b"[1,", {"model": "smollm2-135m"}, {"model": "smollm2-135m", "input": 5},
+                     {"model": "smollm2-135m", "input": [{"type": "message", "role": "robot", "content": "x"}]},
+                     {"model": "smollm2-135m", "input": "hi", "max_output_tokens": 0},
+                     {"model": "smollm2-135m", "input": "hi", "tool_choice": {"type": "function", "name": "nope"},
                       "tools": []}):
             status, err = post(url, body)
             self.assertEqual(status, 400, body)
             self.assertEqual(err["error"]["type"], "invalid_request_error")
             self.assertTrue(err["error"]["message"])
         with self.assertRaises(openai.BadRequestError):
-            self.client.responses.create(model="m", input=[{"type": "message", "role": "user",
+            self.client.responses.create(model="smollm2-135m", input=[{"type": "message", "role": "user",
                                                             "content": [{"type": "input_image", "image_url": "x"}]}])
 
     def test_route_without_v1_prefix(self):
-        status, body = post(self.base + "/responses", {"model": "m", "input": "hi", "max_output_tokens": 2})
+        status, body = post(self.base + "/responses", {"model": "smollm2-135m", "input": "hi", "max_output_tokens": 2})
         self.assertEqual(status, 200, body)
         self.assertEqual(body["object"], "response")
 

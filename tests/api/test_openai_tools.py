@@ -69,8 +69,10 @@ PERSON = {
 
 
 class Server:
-    def __init__(self, model, parallel=2):
-        self.proc = subprocess.Popen([ARGS.tern, "serve", "--model", model, "--port", "0", "--parallel", str(parallel)],
+    def __init__(self, model, parallel=2, served_name=None):
+        named = ["--served-name", served_name] if served_name else []
+        self.proc = subprocess.Popen([ARGS.tern, "serve", "--model", model, "--port", "0", "--parallel", str(parallel),
+                                      *named],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if "http://" not in line:
@@ -197,7 +199,7 @@ class SyntheticQwen3(unittest.TestCase):
         path = os.path.join(ARGS.work, "synth-qwen3.gguf")
         subprocess.run([ARGS.synth, "--preset", "tiny-qwen3", "--chat-template",
                         os.path.join(ARGS.templates, "Qwen-Qwen3-0.6B.jinja"), "-o", path], check=True, capture_output=True)
-        cls.server = Server(path)
+        cls.server = Server(path, served_name="synth")
         cls.client = cls.server.client
 
     @classmethod
@@ -247,7 +249,7 @@ class SyntheticQwen35(unittest.TestCase):
         path = os.path.join(ARGS.work, "synth-qwen35.gguf")
         subprocess.run([ARGS.synth, "--preset", "tiny-qwen3", "--seed", "3", "--chat-template",
                         os.path.join(ARGS.templates, "Qwen3.5-4B.jinja"), "-o", path], check=True, capture_output=True)
-        cls.server = Server(path)
+        cls.server = Server(path, served_name="synth")
         cls.client = cls.server.client
 
     @classmethod

@@ -198,7 +198,10 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
   const CpuPath path = options.path.value_or(default_cpu_path());
   const DotFn dot = pick_kernel(type, path);
   detail::GemmKernel gemm;
-  if (n > 1 && path == CpuPath::Avx512) gemm = detail::gemm_avx512(type);
+  // The multi-row kernel serves n = 1 too: with one code path for every batch size, a row's
+  // result does not depend on what it was batched with, so a prefix-cache hit or a concurrent
+  // request cannot change a seeded sample (each row's sums run in the same order either way).
+  if (path == CpuPath::Avx512) gemm = detail::gemm_avx512(type);
   Scratch local;
   Scratch& scratch = options.scratch ? *options.scratch : local;
   const PreparedActs acts = prepare(type, path, x, n, cols, scratch, pool, gemm);
