@@ -97,12 +97,15 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
   auto picked = st.scratch(rows, dim);
   auto out = st.scratch(rows, vocab);
   if (!picked || !out) return Error{"out of memory for logits"};
-  // Gather the wanted rows (device-to-device through the host is fine: they are few).
-  std::vector<float> row(static_cast<size_t>(dim));
-  for (int64_t i = 0; i < rows; ++i) {
+  // Gather the wanted rows on the device (no host round trip inside the forward pass).
+  for (int64_t i = 0; i < rows;) {
+    int64_t run = 1;  // consecutive batch rows go in one copy
+    while (i + run < rows && st.logit_rows[static_cast<size_t>(i + run)] ==
+                                 st.logit_rows[static_cast<size_t>(i)] + run)
+      ++run;
     const float* src = hidden.f32() + st.logit_rows[static_cast<size_t>(i)] * dim;
-    st.device.download(src, row.data(), row.size() * sizeof(float));
-    st.device.upload(row.data(), picked->f32() + i * dim, row.size() * sizeof(float));
+    st.device.copy(src, picked->f32() + i * dim, static_cast<size_t>(run * dim) * sizeof(float));
+    i += run;
   }
   st.device.rms_norm(*picked, &norm, eps, *picked);
   TERN_TRY(st.device.matmul(output, *picked, *out));

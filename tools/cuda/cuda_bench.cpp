@@ -50,6 +50,23 @@ double time_ms(cudaStream_t stream, int reps, const std::function<void()>& f) {
   return ms[ms.size() / 2];
 }
 
+// Milliseconds per run of f when `reps` runs are captured into one CUDA graph (launch cost out),
+// the median of 7 launches.
+double graph_ms(cudaStream_t stream, int reps, const std::function<void()>& f) {
+  f();
+  CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  for (int i = 0; i < reps; ++i) f();
+  CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = time_ms(stream, 7, [&] { CHECK(cudaGraphLaunch(exec, stream)); });
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  return ms / reps;
+}
+
 // Random bytes with sane fp16 scales (as tests/backend/test_util.h does).
 std::vector<uint8_t> random_weights(TensorType type, int64_t rows, int64_t cols,
                                     std::mt19937& rng) {
@@ -89,7 +106,7 @@ std::vector<uint8_t> random_weights(TensorType type, int64_t rows, int64_t cols,
 
 struct Row {
   std::string what;
-  double ms, gbs, fraction;
+  double eager_ms, ms, gbs, fraction;
 };
 
 int run(bool quick) {
@@ -99,6 +116,7 @@ int run(bool quick) {
     return 1;
   }
   CudaDevice& d = **dev;
+  d.set_graphs(false);  // kernels are timed in graphs of their own below
   auto stream = static_cast<cudaStream_t>(d.stream());
   fmt::print("{}\n", d.name());
   std::vector<Row> rows;
@@ -116,7 +134,7 @@ int run(bool quick) {
   CHECK(cudaFree(src));
   CHECK(cudaFree(dst));
   fmt::print("copy: {:.3f} ms for 2 x {} GiB: {:.0f} GB/s\n", copy_ms, copy_bytes >> 30, copy_gbs);
-  rows.push_back({"device-to-device copy 2 GiB", copy_ms, copy_gbs, 1.0});
+  rows.push_back({"device-to-device copy 2 GiB", copy_ms, copy_ms, copy_gbs, 1.0});
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -159,7 +177,8 @@ int run(bool quick) {
           const bool quant = tensor_type_info(type).block_elements > 1;
           if (!int8 && (!quant || n > 8)) continue;
           d.set_int8_gemv(int8);
-          const double ms = time_ms(stream, 20, [&] { (void)d.matmul(tw, tx, ty); });
+          const double eager = time_ms(stream, 20, [&] { (void)d.matmul(tw, tx, ty); });
+          const double ms = graph_ms(stream, 20, [&] { (void)d.matmul(tw, tx, ty); });
           const double bytes = static_cast<double>(w.size());
           const double gbs = bytes / (ms * 1e6);
           std::string what = fmt::format("matmul {} {}x{} n={}{}", tensor_type_name(type), s.m, s.k,
@@ -168,8 +187,9 @@ int run(bool quick) {
             const double tflops = 2.0 * static_cast<double>(s.m * s.k * n) / (ms * 1e9);
             what += fmt::format(" ({:.0f} TFLOP/s)", tflops);
           }
-          fmt::print("{}: {:.4f} ms, {:.0f} GB/s of weights\n", what, ms, gbs);
-          rows.push_back({what, ms, gbs, gbs / copy_gbs});
+          fmt::print("{}: {:.4f} ms ({:.4f} launched alone), {:.0f} GB/s of weights\n", what, ms,
+                     eager, gbs);
+          rows.push_back({what, eager, ms, gbs, gbs / copy_gbs});
         }
         d.set_int8_gemv(true);
         keep.push_back(std::move(*yb));
@@ -208,19 +228,23 @@ int run(bool quick) {
     seq.block_table = table;
     AttentionParams p;
     p.scale = 0.088f;
-    const double ms = time_ms(stream, 20, [&] { d.attention(tq, layer, {&seq, 1}, p, to); });
+    const double eager = time_ms(stream, 20, [&] { d.attention(tq, layer, {&seq, 1}, p, to); });
+    const double ms = graph_ms(stream, 20, [&] { d.attention(tq, layer, {&seq, 1}, p, to); });
     const double bytes = 2.0 * static_cast<double>(context * kv_heads * hd * 2);
     const double gbs = bytes / (ms * 1e6);
     const std::string what =
         fmt::format("attention decode ctx {} (32/8 heads of 128, F16)", context);
     fmt::print("{}: {:.4f} ms, {:.0f} GB/s of KV\n", what, ms, gbs);
-    rows.push_back({what, ms, gbs, gbs / copy_gbs});
+    rows.push_back({what, eager, ms, gbs, gbs / copy_gbs});
   }
   if (!d.synchronize()) return 1;
 
-  fmt::print("\n| case | ms | GB/s | of copy BW |\n| --- | ---: | ---: | ---: |\n");
+  fmt::print(
+      "\n| case | ms in a graph | ms launched alone | GB/s | of copy BW |\n"
+      "| --- | ---: | ---: | ---: | ---: |\n");
   for (const auto& r : rows)
-    fmt::print("| {} | {:.4f} | {:.0f} | {:.0f}% |\n", r.what, r.ms, r.gbs, 100.0 * r.fraction);
+    fmt::print("| {} | {:.4f} | {:.4f} | {:.0f} | {:.0f}% |\n", r.what, r.ms, r.eager_ms, r.gbs,
+               100.0 * r.fraction);
   return 0;
 }
 

@@ -36,12 +36,15 @@ if [[ " $stages " == *" kernels "* ]]; then
   echo "tern-cuda-bench rc=$?" >>"$summary"
 fi
 if [[ " $stages " == *" bench "* ]]; then
-  start=$(date +%s.%N)
+  SECONDS=0
   timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant Q4_K_M -o /tmp/q4km.gguf >"$OUT/synth.log" 2>&1
-  echo "tern-synth qwen3-8b Q4_K_M rc=$? in $(echo "$(date +%s.%N) - $start" | bc) s on $(nproc) cores" >>"$summary"
+  echo "tern-synth qwen3-8b Q4_K_M rc=$? in ${SECONDS} s on $(nproc) cores" >>"$summary"
   timeout 240 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 128 -r 3 >"$OUT/bench.log" 2>&1
   echo "tern bench rc=$?" >>"$summary"
-  cat "$OUT/bench.log" >>"$summary"
+  TERN_CUDA_GRAPHS=0 timeout 120 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 32 -r 1 \
+    >"$OUT/bench-nographs.log" 2>&1
+  echo "tern bench without graphs rc=$?" >>"$summary"
+  cat "$OUT/bench.log" "$OUT/bench-nographs.log" >>"$summary"
 fi
 grep -A200 "^| case" "$OUT/kernels.log" 2>/dev/null
 cat "$summary"

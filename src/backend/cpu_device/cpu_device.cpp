@@ -38,6 +38,10 @@ void CpuDevice::download(const void* device_data, void* host, size_t bytes) {
   std::memcpy(host, device_data, bytes);
 }
 
+void CpuDevice::copy(const void* src, void* dst, size_t bytes) {
+  std::memmove(dst, src, bytes);
+}
+
 Result<void> CpuDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
   const int64_t k = w.ne[0], m = w.rows(), n = x.rows();
   if (x.ne[0] != k || y.ne[0] != m || y.rows() != n) {

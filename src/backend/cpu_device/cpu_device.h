@@ -16,6 +16,7 @@ class CpuDevice final : public Device {
   void free(void* data, size_t bytes) override;
   void upload(const void* host, void* device_data, size_t bytes) override;
   void download(const void* device_data, void* host, size_t bytes) override;
+  void copy(const void* src, void* dst, size_t bytes) override;
   bool reads_host_memory() const override { return true; }
 
   Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) override;

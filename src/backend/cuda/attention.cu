@@ -108,8 +108,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int32_t* table = a.tables + seq[3];
   const int64_t first =
       a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
-  const int64_t kbeg = first + static_cast<int64_t>(split) * a.split_keys;
-  const int64_t kend = (pos + 1 < kbeg + a.split_keys ? pos + 1 : kbeg + a.split_keys);
+  // This token's keys [first, pos] cut into `splits` parts of a multiple of 32 keys.
+  const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
+  const int64_t kbeg = first + static_cast<int64_t>(split) * per;
+  const int64_t kend = (pos + 1 < kbeg + per ? pos + 1 : kbeg + per);
 
   for (int i = static_cast<int>(threadIdx.x); i < G * kHd; i += 32 * kWarps) {
     const int g = i / kHd, d = i % kHd;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/caching_allocator.h"
@@ -18,6 +19,20 @@ namespace {
 
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr size_t kStagedEntries = 8;
+constexpr size_t kStepBytes = size_t{8} << 20;  // staged arrays of one step
+constexpr size_t kMaxGraphs = 16;
+
+uint64_t u(const void* p) {
+  return reinterpret_cast<uint64_t>(p);
+}
+uint64_t u(int64_t v) {
+  return static_cast<uint64_t>(v);
+}
+uint64_t u(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
 // Prefill dequantizes weights into BF16 tiles of at most this many elements.
 constexpr int64_t kDequantTile = int64_t{1} << 26;
 
@@ -83,11 +98,23 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   if (!ws) return ws.error();
   d->cublas_workspace_ = *ws;
   TERN_CUBLAS_TRY(cublasSetWorkspace(handle, *ws, kCublasWorkspace));
+  TERN_TRY(d->staging_->init());
+  auto step = d->alloc_->allocate(kStepBytes);
+  if (!step) return step.error();
+  d->step_device_ = *step;
+  const char* graphs = std::getenv("TERN_CUDA_GRAPHS");
+  d->graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
   return d;
 }
 
 CudaDevice::~CudaDevice() {
-  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  q8_ = Temp();
+  if (stream_ != nullptr) {
+    (void)flush();
+    (void)cudaStreamSynchronize(stream_);
+  }
+  for (auto& e : execs_) (void)cudaGraphExecDestroy(e.exec);
+  if (step_device_ != nullptr) alloc_->release(step_device_, kStepBytes);
   for (auto& s : staged_) alloc_->release(s.data, s.bytes);
   for (auto& f : frequencies_) alloc_->release(f.data, f.values.size() * sizeof(float));
   if (cublas_workspace_ != nullptr) alloc_->release(cublas_workspace_, kCublasWorkspace);
@@ -156,14 +183,106 @@ void CudaDevice::free(void* data, size_t bytes) {
   alloc_->release(data, bytes == 0 ? 1 : bytes);
 }
 
-void CudaDevice::upload(const void* host, void* device_data, size_t bytes) {
+void CudaDevice::set_graphs(bool on) {
+  if (!on) {
+    auto ok = flush();
+    if (!ok) fail(ok.error());
+  }
+  graphs_ = on;
+}
+
+void CudaDevice::enqueue(std::initializer_list<uint64_t> signature, Launch launch, bool keeps_q8) {
+  if (!keeps_q8) q8_valid_ = false;
   if (failed_) return;
+  if (!graphs_) {
+    auto ok = launch();
+    if (!ok) fail(ok.error());
+    return;
+  }
+  signature_.push_back(signature.size());
+  signature_.insert(signature_.end(), signature.begin(), signature.end());
+  queued_.push_back(std::move(launch));
+}
+
+Result<void> CudaDevice::flush() {
+  if (queued_.empty()) return failed_ ? Result<void>(error_) : Result<void>();
+  std::vector<Launch> ops = std::move(queued_);
+  std::vector<uint64_t> signature = std::move(signature_);
+  queued_.clear();
+  signature_.clear();
+  if (failed_) return error_;
+  if (!step_host_.empty()) {
+    auto ok = staging_->upload(step_host_.data(), step_device_, step_host_.size(), stream_);
+    step_host_.clear();
+    step_arrays_.clear();
+    if (!ok) {
+      fail(ok.error());
+      return error_;
+    }
+  }
+  cudaGraphExec_t exec = nullptr;
+  for (size_t i = execs_.size(); i-- > 0;) {
+    if (execs_[i].signature == signature) {
+      Exec e = std::move(execs_[i]);
+      execs_.erase(execs_.begin() + static_cast<std::ptrdiff_t>(i));
+      exec = e.exec;
+      execs_.push_back(std::move(e));
+      break;
+    }
+  }
+  if (exec == nullptr) {
+    if (!check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed),
+               "cudaStreamBeginCapture"))
+      return error_;
+    Result<void> ran;
+    for (auto& op : ops) {
+      ran = op();
+      if (!ran) break;
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    if (!ran) {
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      fail(ran.error());
+      return error_;
+    }
+    if (!check(end, "cudaStreamEndCapture")) return error_;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    if (!check(made, "cudaGraphInstantiate")) return error_;
+    ++graph_instantiations_;
+    execs_.push_back({std::move(signature), exec});
+    if (execs_.size() > kMaxGraphs) {
+      (void)cudaGraphExecDestroy(execs_.front().exec);
+      execs_.erase(execs_.begin());
+    }
+  }
+  ++graph_launches_;
+  if (!check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch")) return error_;
+  return {};
+}
+
+void CudaDevice::upload(const void* host, void* device_data, size_t bytes) {
+  q8_valid_ = false;
+  if (failed_) return;
+  // In order with the queued ops: they run first.
+  if (!flush()) return;
   auto ok = staging_->upload(host, device_data, bytes, stream_);
   if (!ok) fail(ok.error());
 }
 
+void CudaDevice::copy(const void* src, void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  cudaStream_t s = stream_;
+  enqueue({1, u(src), u(dst), bytes}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    return {};
+  });
+}
+
 void CudaDevice::download(const void* device_data, void* host, size_t bytes) {
   if (failed_) return;
+  if (!flush()) return;
   if (!check(cudaMemcpyAsync(host, device_data, bytes, cudaMemcpyDeviceToHost, stream_),
              "cudaMemcpyAsync (download)"))
     return;
@@ -171,12 +290,30 @@ void CudaDevice::download(const void* device_data, void* host, size_t bytes) {
 }
 
 Result<void> CudaDevice::synchronize() {
+  (void)flush();
   if (!failed_) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   if (failed_) return error_;
   return {};
 }
 
 Result<const int32_t*> CudaDevice::stage(std::span<const int32_t> values) {
+  if (graphs_) {
+    // Into this step's staged arrays (the same array twice in a step is stored once).
+    const size_t bytes = values.size_bytes();
+    for (auto [offset, size] : step_arrays_) {
+      if (size == bytes && std::memcmp(step_host_.data() + offset, values.data(), bytes) == 0)
+        return reinterpret_cast<const int32_t*>(static_cast<char*>(step_device_) + offset);
+    }
+    const size_t offset = (step_host_.size() + 255) / 256 * 256;
+    if (offset + bytes > kStepBytes) {
+      return make_error("one step stages more than {} MiB of ids, positions and block tables",
+                        kStepBytes >> 20);
+    }
+    step_host_.resize(offset + bytes);
+    std::memcpy(step_host_.data() + offset, values.data(), bytes);
+    step_arrays_.emplace_back(offset, bytes);
+    return reinterpret_cast<const int32_t*>(static_cast<char*>(step_device_) + offset);
+  }
   for (auto it = staged_.rbegin(); it != staged_.rend(); ++it) {
     if (it->values.size() == values.size() &&
         std::equal(values.begin(), values.end(), it->values.begin())) {
@@ -230,63 +367,128 @@ Result<void> CudaDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
   if (n == 0 || m == 0) return {};
   const bool is_float =
       w.type == TensorType::F32 || w.type == TensorType::F16 || w.type == TensorType::BF16;
+  const TensorType type = w.type;
+  const void* wd = w.data;
+  const float* xd = x.f32();
+  float* yd = y.f32();
+  cudaStream_t s = stream_;
   if (n <= cuda::kMaxGemvRows) {
     if (is_float) {
-      TERN_CUDA_TRY(cuda::gemv_float(w.type, w.data, m, k, x.f32(), n, y.f32(), stream_));
-    } else if (int8_gemv_ && cuda::gemv_q8_supported(w.type)) {
-      auto xq = temp(cuda::q8_activation_bytes(n, k));
+      enqueue({2, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd)},
+              [=]() -> Result<void> {
+                TERN_CUDA_TRY(cuda::gemv_float(type, wd, m, k, xd, n, yd, s));
+                return {};
+              });
+    } else if (int8_gemv_ && cuda::gemv_q8_supported(type)) {
+      const bool fresh = !(q8_valid_ && q8_x_ == xd && q8_n_ == n && q8_k_ == k);
+      auto xq = quantized_activations(x);
       if (!xq) return xq.error();
-      TERN_CUDA_TRY(cuda::quantize_q8(x.f32(), n, k, xq->data, stream_));
-      TERN_CUDA_TRY(cuda::gemv_q8(w.type, w.data, m, k, xq->data, n, y.f32(), stream_));
+      const void* xqd = *xq;
+      enqueue(
+          {3, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd), u(xqd), fresh},
+          [=]() -> Result<void> {
+            if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, n, k, const_cast<void*>(xqd), s));
+            TERN_CUDA_TRY(cuda::gemv_q8(type, wd, m, k, xqd, n, yd, s));
+            return {};
+          },
+          true);
     } else {
-      TERN_CUDA_TRY(cuda::gemv_blocks(w.type, w.data, m, k, x.f32(), n, y.f32(), stream_));
+      enqueue({4, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd)},
+              [=]() -> Result<void> {
+                TERN_CUDA_TRY(cuda::gemv_blocks(type, wd, m, k, xd, n, yd, s));
+                return {};
+              });
     }
-    return {};
+  } else {
+    TERN_TRY(gemm(w, x, y));
   }
-  return gemm(w, x, y);
+  // A product written over the cached input makes its 8-bit copy stale.
+  const auto* ylo = static_cast<const char*>(y.data);
+  const auto* xlo = reinterpret_cast<const char*>(q8_x_);
+  if (q8_valid_ && ylo < xlo + q8_n_ * q8_k_ * 4 && xlo < ylo + n * m * 4) q8_valid_ = false;
+  return {};
+}
+
+// The 8-bit copy of x (quantized by the caller's launch when not cached).
+Result<const void*> CudaDevice::quantized_activations(const Tensor& x) {
+  const int64_t n = x.rows(), k = x.ne[0];
+  if (q8_valid_ && q8_x_ == x.f32() && q8_n_ == n && q8_k_ == k) return q8_.data;
+  const size_t bytes = cuda::q8_activation_bytes(n, k);
+  if (q8_.bytes < bytes) {
+    q8_ = Temp();
+    auto t = temp(bytes);
+    if (!t) return t.error();
+    q8_ = std::move(*t);
+  }
+  q8_x_ = x.f32();
+  q8_n_ = n;
+  q8_k_ = k;
+  q8_valid_ = true;
+  return static_cast<const void*>(q8_.data);
 }
 
 // Prefill: y^T [m, n] = W [m, k] . x^T, in cuBLAS's column-major terms C = op(A) B with A the
 // weights as a k x m column-major matrix (transposed) and B = x as k x n.
 Result<void> CudaDevice::gemm(const Tensor& w, const Tensor& x, Tensor& y) {
   const int64_t k = w.ne[0], m = w.rows(), n = x.rows();
-  const float alpha = 1.0f, beta = 0.0f;
-  const int ik = static_cast<int>(k), in = static_cast<int>(n);
-  if (w.type == TensorType::F32) {
-    TERN_CUBLAS_TRY(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), in, ik,
-                                &alpha, w.f32(), ik, x.f32(), ik, &beta, y.f32(),
-                                static_cast<int>(m)));
+  const TensorType type = w.type;
+  const void* wd = w.data;
+  const float* xd = x.f32();
+  float* yd = y.f32();
+  cudaStream_t s = stream_;
+  cublasHandle_t handle = cublas_;
+  if (type == TensorType::F32) {
+    enqueue({5, u(wd), u(m), u(k), u(xd), u(n), u(yd)}, [=]() -> Result<void> {
+      const float alpha = 1.0f, beta = 0.0f;
+      const int ik = static_cast<int>(k);
+      TERN_CUBLAS_TRY(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m),
+                                  static_cast<int>(n), ik, &alpha, static_cast<const float*>(wd),
+                                  ik, xd, ik, &beta, yd, static_cast<int>(m)));
+      return {};
+    });
     return {};
   }
-  const bool f16 = w.type == TensorType::F16;
-  const cudaDataType_t dtype = f16 ? CUDA_R_16F : CUDA_R_16BF;
+  // Activations (and block weights, in tiles of rows) in BF16 (F16 for F16 weights).
+  const bool f16 = type == TensorType::F16;
   auto xh = temp(static_cast<size_t>(n * k) * 2);
   if (!xh) return xh.error();
   auto* xp = static_cast<uint16_t*>(xh->data);
-  if (f16) {
-    TERN_CUDA_TRY(cuda::f32_to_f16(x.f32(), n * k, xp, stream_));
-  } else {
-    TERN_CUDA_TRY(cuda::f32_to_bf16(x.f32(), n * k, xp, stream_));
+  const bool blocks = !f16 && type != TensorType::BF16;
+  const int64_t tile_rows = blocks ? std::max<int64_t>(1, std::min(m, kDequantTile / k)) : m;
+  Temp tile;
+  if (blocks) {
+    auto t = temp(static_cast<size_t>(tile_rows * k) * 2);
+    if (!t) return t.error();
+    tile = std::move(*t);
   }
-  auto run = [&](const void* a, int64_t rows, float* c) -> Result<void> {
-    TERN_CUBLAS_TRY(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), in, ik,
-                                 &alpha, a, dtype, ik, xp, dtype, ik, &beta, c, CUDA_R_32F,
-                                 static_cast<int>(m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return {};
-  };
-  if (f16 || w.type == TensorType::BF16) return run(w.data, m, y.f32());
-  // Block types: dequantize tiles of rows to BF16, one GEMM per tile.
-  const int64_t tile_rows = std::max<int64_t>(1, std::min(m, kDequantTile / k));
-  auto tile = temp(static_cast<size_t>(tile_rows * k) * 2);
-  if (!tile) return tile.error();
-  const size_t rb = row_bytes(w.type, k);
-  for (int64_t r0 = 0; r0 < m; r0 += tile_rows) {
-    const int64_t rows = std::min(tile_rows, m - r0);
-    TERN_CUDA_TRY(cuda::dequantize_bf16(
-        w.type, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r0) * rb, rows, k,
-        static_cast<uint16_t*>(tile->data), stream_));
-    TERN_TRY(run(tile->data, rows, y.f32() + r0));
-  }
+  auto* tp = static_cast<uint16_t*>(tile.data);
+  enqueue({6, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd), u(xp), u(tp)},
+          [=]() -> Result<void> {
+            const float alpha = 1.0f, beta = 0.0f;
+            const int ik = static_cast<int>(k), in = static_cast<int>(n);
+            const cudaDataType_t dtype = f16 ? CUDA_R_16F : CUDA_R_16BF;
+            if (f16) {
+              TERN_CUDA_TRY(cuda::f32_to_f16(xd, n * k, xp, s));
+            } else {
+              TERN_CUDA_TRY(cuda::f32_to_bf16(xd, n * k, xp, s));
+            }
+            const size_t rb = row_bytes(type, k);
+            for (int64_t r0 = 0; r0 < m; r0 += tile_rows) {
+              const int64_t rows = std::min(tile_rows, m - r0);
+              const void* a = wd;
+              if (blocks) {
+                TERN_CUDA_TRY(cuda::dequantize_bf16(
+                    type, static_cast<const uint8_t*>(wd) + static_cast<size_t>(r0) * rb, rows, k,
+                    tp, s));
+                a = tp;
+              }
+              TERN_CUBLAS_TRY(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                                           in, ik, &alpha, a, dtype, ik, xp, dtype, ik, &beta,
+                                           yd + r0, CUDA_R_32F, static_cast<int>(m),
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            }
+            return {};
+          });
   return {};
 }
 
@@ -304,42 +506,84 @@ Result<void> CudaDevice::get_rows(const Tensor& table, std::span<const int32_t> 
   if (ids.empty()) return {};
   auto dev_ids = stage(ids);
   if (!dev_ids) return dev_ids.error();
-  TERN_CUDA_TRY(cuda::get_rows(table.type, table.data, rows, cols, *dev_ids,
-                               static_cast<int64_t>(ids.size()), out.f32(), stream_));
+  const TensorType type = table.type;
+  const void* td = table.data;
+  const int32_t* idp = *dev_ids;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  float* o = out.f32();
+  cudaStream_t s = stream_;
+  enqueue({7, static_cast<uint64_t>(type), u(td), u(rows), u(cols), u(idp), u(n), u(o)},
+          [=]() -> Result<void> {
+            TERN_CUDA_TRY(cuda::get_rows(type, td, rows, cols, idp, n, o, s));
+            return {};
+          });
   return {};
 }
 
 void CudaDevice::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) {
-  if (failed_) return;
-  check(cuda::rms_norm(x.f32(), weight != nullptr ? weight->f32() : nullptr, eps, x.rows(), x.ne[0],
-                       out.f32(), stream_),
-        "rms_norm");
+  const float* xd = x.f32();
+  const float* wd = weight != nullptr ? weight->f32() : nullptr;
+  const int64_t rows = x.rows(), cols = x.ne[0];
+  float* o = out.f32();
+  cudaStream_t s = stream_;
+  enqueue({8, u(xd), u(wd), u(eps), u(rows), u(cols), u(o)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::rms_norm(xd, wd, eps, rows, cols, o, s));
+    return {};
+  });
 }
 
 void CudaDevice::add(const Tensor& a, const Tensor& b, Tensor& out) {
-  if (failed_) return;
-  check(cuda::add(a.f32(), b.f32(), out.f32(), a.elements(), stream_), "add");
+  const float *ad = a.f32(), *bd = b.f32();
+  float* o = out.f32();
+  const int64_t n = a.elements();
+  cudaStream_t s = stream_;
+  enqueue({9, u(ad), u(bd), u(o), u(n)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::add(ad, bd, o, n, s));
+    return {};
+  });
 }
 
 void CudaDevice::add_row_vector(Tensor& x, const Tensor& v) {
-  if (failed_) return;
-  check(cuda::add_row_vector(x.f32(), v.f32(), x.rows(), x.ne[0], stream_), "add_row_vector");
+  float* xd = x.f32();
+  const float* vd = v.f32();
+  const int64_t rows = x.rows(), cols = x.ne[0];
+  cudaStream_t s = stream_;
+  enqueue({10, u(xd), u(vd), u(rows), u(cols)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::add_row_vector(xd, vd, rows, cols, s));
+    return {};
+  });
 }
 
 void CudaDevice::scale(Tensor& x, float factor) {
-  if (failed_) return;
-  check(cuda::scale(x.f32(), factor, x.elements(), stream_), "scale");
+  float* xd = x.f32();
+  const int64_t n = x.elements();
+  cudaStream_t s = stream_;
+  enqueue({11, u(xd), u(factor), u(n)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::scale(xd, factor, n, s));
+    return {};
+  });
 }
 
 void CudaDevice::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (failed_) return;
-  check(cuda::silu_mul(gate.f32(), up.f32(), out.f32(), gate.elements(), stream_), "silu_mul");
+  const float *g = gate.f32(), *up_d = up.f32();
+  float* o = out.f32();
+  const int64_t n = gate.elements();
+  cudaStream_t s = stream_;
+  enqueue({12, u(g), u(up_d), u(o), u(n)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::silu_mul(g, up_d, o, n, s));
+    return {};
+  });
 }
 
 void CudaDevice::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (failed_) return;
-  check(cuda::gelu_tanh_mul(gate.f32(), up.f32(), out.f32(), gate.elements(), stream_),
-        "gelu_tanh_mul");
+  const float *g = gate.f32(), *up_d = up.f32();
+  float* o = out.f32();
+  const int64_t n = gate.elements();
+  cudaStream_t s = stream_;
+  enqueue({13, u(g), u(up_d), u(o), u(n)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::gelu_tanh_mul(g, up_d, o, n, s));
+    return {};
+  });
 }
 
 void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
@@ -354,9 +598,18 @@ void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeP
   if (!inv) return fail(inv.error());
   auto pos = stage(positions.first(static_cast<size_t>(n)));
   if (!pos) return fail(pos.error());
-  check(cuda::rope(x.f32(), head_dim, heads, n, *pos, *inv, params.rotary_dim, params.neox,
-                   params.position_scale, stream_),
-        "rope");
+  float* xd = x.f32();
+  const int32_t* pd = *pos;
+  const float* fd = *inv;
+  const int64_t rd = params.rotary_dim;
+  const bool neox = params.neox;
+  const float ps = params.position_scale;
+  cudaStream_t s = stream_;
+  enqueue({14, u(xd), u(head_dim), u(heads), u(n), u(pd), u(fd), u(rd), neox, u(ps)},
+          [=]() -> Result<void> {
+            TERN_CUDA_TRY(cuda::rope(xd, head_dim, heads, n, pd, fd, rd, neox, ps, s));
+            return {};
+          });
 }
 
 void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
@@ -364,9 +617,17 @@ void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
   if (failed_ || slots.empty()) return;
   auto dev_slots = stage(slots);
   if (!dev_slots) return fail(dev_slots.error());
-  check(cuda::store_kv(cache.k.type, cache.k.data, cache.v.data, k.f32(), v.f32(), *dev_slots,
-                       static_cast<int64_t>(slots.size()), cache.kv_heads, cache.head_dim, stream_),
-        "store_kv");
+  const TensorType type = cache.k.type;
+  void *kc = cache.k.data, *vc = cache.v.data;
+  const float *kd = k.f32(), *vd = v.f32();
+  const int32_t* sd = *dev_slots;
+  const int64_t n = static_cast<int64_t>(slots.size()), kvh = cache.kv_heads, hd = cache.head_dim;
+  cudaStream_t s = stream_;
+  enqueue({15, static_cast<uint64_t>(type), u(kc), u(vc), u(kd), u(vd), u(sd), u(n), u(kvh), u(hd)},
+          [=]() -> Result<void> {
+            TERN_CUDA_TRY(cuda::store_kv(type, kc, vc, kd, vd, sd, n, kvh, hd, s));
+            return {};
+          });
 }
 
 void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
@@ -384,12 +645,12 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   // One staged array: 4 ints per sequence, then the block tables.
   std::vector<int32_t> packed(4 * sequences.size());
   int64_t tokens = 0, max_keys = 0;
-  for (size_t s = 0; s < sequences.size(); ++s) {
-    const auto& seq = sequences[s];
-    packed[4 * s] = static_cast<int32_t>(seq.first_token);
-    packed[4 * s + 1] = static_cast<int32_t>(seq.token_count);
-    packed[4 * s + 2] = static_cast<int32_t>(seq.first_position);
-    packed[4 * s + 3] = static_cast<int32_t>(packed.size() - 4 * sequences.size());
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const auto& seq = sequences[i];
+    packed[4 * i] = static_cast<int32_t>(seq.first_token);
+    packed[4 * i + 1] = static_cast<int32_t>(seq.token_count);
+    packed[4 * i + 2] = static_cast<int32_t>(seq.first_position);
+    packed[4 * i + 3] = static_cast<int32_t>(packed.size() - 4 * sequences.size());
     tokens = std::max(tokens, seq.first_token + seq.token_count);
     max_keys = std::max(max_keys, seq.first_position + seq.token_count);
     packed.insert(packed.end(), seq.block_table.begin(), seq.block_table.end());
@@ -416,18 +677,17 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   a.softcap = params.softcap;
   a.window = params.sliding_window;
   // Enough blocks for two per multiprocessor: split long contexts when tokens x heads are few.
+  // A power of two, so that a decode step's launch (and graph) stays the same for long spans.
   const int64_t group = heads / cache.kv_heads;
   const int64_t per_block = group >= 8 ? 8 : group > 2 ? 4 : group;
   const int64_t blocks = tokens * cache.kv_heads * ((group + per_block - 1) / per_block);
   const int64_t target = 2 * std::max(1, info_.multiprocessors);
   int64_t splits = 1;
   if (blocks < target) {
-    splits = std::min((target + blocks - 1) / blocks, (max_keys + 127) / 128);
-    splits = std::max<int64_t>(1, splits);
+    const int64_t want = std::min((target + blocks - 1) / blocks, (max_keys + 127) / 128);
+    while (splits * 2 <= want) splits *= 2;
   }
-  const int64_t keys = (max_keys + splits - 1) / splits;
   a.splits = static_cast<int32_t>(splits);
-  a.split_keys = static_cast<int32_t>(std::max<int64_t>(32, (keys + 31) / 32 * 32));
   Temp partial;
   if (splits > 1) {
     auto t = temp(static_cast<size_t>(tokens * heads * splits * (head_dim + 2)) * sizeof(float));
@@ -435,7 +695,15 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
     partial = std::move(*t);
     a.partial = static_cast<float*>(partial.data);
   }
-  check(cuda::attention(a, stream_), "attention");
+  cudaStream_t s = stream_;
+  enqueue({16, u(a.q), u(a.out), u(a.k_cache), u(a.v_cache), static_cast<uint64_t>(a.kv_type),
+           u(tokens), u(heads), u(a.kv_heads), u(head_dim), u(a.block_size), u(a.sequences),
+           static_cast<uint64_t>(a.sequence_count), u(a.tables), u(a.scale), u(a.softcap),
+           u(a.window), static_cast<uint64_t>(a.splits), u(a.partial)},
+          [=]() -> Result<void> {
+            TERN_CUDA_TRY(cuda::attention(a, s));
+            return {};
+          });
 }
 
 }  // namespace tern

@@ -4,12 +4,21 @@
 // tables) go up through a pinned staging ring, and an array equal to one staged recently (the
 // positions every layer passes again) is not sent twice.
 //
+// CUDA graphs: the ops between two host synchronisations (download, synchronize) - a whole
+// forward pass, since lm_head gathers its rows with copy() - form a step. Each op is queued with
+// a signature (kernel, pointers, sizes, parameters); at the step's end, a step whose signatures
+// equal an earlier one's replays that step's executable graph, after one copy of this step's
+// staged host arrays (ids, positions, slots, block tables) into the same device buffer; any
+// other step is captured into a new graph. Launch and capture costs are paid once per shape.
+//
 // Errors: matmul and get_rows return them; an op without a Result records the first error, and
 // every later op returns (or keeps) it, so a forward pass fails at its next matmul.
 // This header needs no CUDA headers: the CPU-only parts of Tern can include it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +27,7 @@
 
 struct CUstream_st;
 struct cublasContext;
+struct CUgraphExec_st;
 
 namespace tern {
 namespace cuda {
@@ -52,6 +62,7 @@ class CudaDevice final : public Device {
   void free(void* data, size_t bytes) override;
   void upload(const void* host, void* device_data, size_t bytes) override;
   void download(const void* device_data, void* host, size_t bytes) override;
+  void copy(const void* src, void* dst, size_t bytes) override;
   bool reads_host_memory() const override { return false; }
 
   Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) override;
@@ -75,6 +86,11 @@ class CudaDevice final : public Device {
   // Matmul kernel choice for timing and tests: decode products of quantized weights with 8-bit
   // activations and integer dots (default), or with F32 activations.
   void set_int8_gemv(bool on) { int8_gemv_ = on; }
+  // Step capture into CUDA graphs (default on; TERN_CUDA_GRAPHS=0 in the environment turns it
+  // off). Turning it off ends an open capture first.
+  void set_graphs(bool on);
+  uint64_t graph_launches() const { return graph_launches_; }
+  uint64_t graph_instantiations() const { return graph_instantiations_; }
   uint64_t device_allocations() const;
   // The stream every op is enqueued on (a cudaStream_t), for timing with events.
   CUstream_st* stream() const { return stream_; }
@@ -82,6 +98,12 @@ class CudaDevice final : public Device {
  private:
   CudaDevice() = default;
   bool failed() const { return failed_; }
+  // Queues (graphs on) or runs (off) one op's launches. Any op but matmul forgets the cached
+  // 8-bit activations.
+  using Launch = std::function<Result<void>()>;
+  void enqueue(std::initializer_list<uint64_t> signature, Launch launch, bool keeps_q8 = false);
+  // Runs the queued step: replays a recorded graph or captures a new one.
+  Result<void> flush();
   void fail(Error error);
   bool check(int status, const char* what);  // cudaError_t; false (and recorded) on failure
   // Scratch device memory returned to the allocator when the holder goes out of scope.
@@ -118,7 +140,26 @@ class CudaDevice final : public Device {
     void* data = nullptr;
   };
   std::vector<Frequencies> frequencies_;
+  Result<const void*> quantized_activations(const Tensor& x);
+  struct Exec {
+    std::vector<uint64_t> signature;
+    CUgraphExec_st* exec = nullptr;
+  };
+  std::vector<Exec> execs_;  // most recently used last
+  std::vector<Launch> queued_;
+  std::vector<uint64_t> signature_;
+  std::vector<unsigned char> step_host_;                // this step's staged arrays
+  std::vector<std::pair<size_t, size_t>> step_arrays_;  // their offsets and sizes
+  void* step_device_ = nullptr;                         // where they are copied, fixed
+  bool graphs_ = true;
+  uint64_t graph_launches_ = 0, graph_instantiations_ = 0;
   bool int8_gemv_ = true;
+  // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
+  // and v; gate and up) until any other op runs or a matmul writes over that input.
+  Temp q8_;
+  const float* q8_x_ = nullptr;
+  int64_t q8_n_ = 0, q8_k_ = 0;
+  bool q8_valid_ = false;
   bool failed_ = false;
   Error error_;
 };

@@ -79,8 +79,7 @@ struct AttentionLaunch {
   const int32_t* tables = nullptr;
   float scale = 1.0f, softcap = 0.0f;
   int64_t window = 0;
-  int32_t splits = 1;        // parts of the context computed by separate blocks
-  int32_t split_keys = 0;    // keys per part (a multiple of 32)
+  int32_t splits = 1;        // parts of each token's context computed by separate blocks
   float* partial = nullptr;  // [tokens * heads * splits, head_dim + 2] when splits > 1
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);

@@ -21,15 +21,22 @@ class StagingRing {
   StagingRing& operator=(const StagingRing&) = delete;
   ~StagingRing();
 
+  // Allocates the pinned ring (done before any graph capture).
+  Result<void> init();
   // Copies `bytes` from `host` to `device_dst` on `stream`; `host` may be reused on return.
-  Result<void> upload(const void* host, void* device_dst, size_t bytes, cudaStream_t stream);
+  // `deferred`: the stream is being captured into a graph, so the copy runs only when the graph
+  // is launched; record_deferred() must follow that launch.
+  Result<void> upload(const void* host, void* device_dst, size_t bytes, cudaStream_t stream,
+                      bool deferred = false);
+  // Marks the deferred copies as enqueued (after the graph holding them was launched).
+  Result<void> record_deferred(cudaStream_t stream);
 
  private:
   struct Pending {
     size_t begin, end;
     cudaEvent_t event;
   };
-  Result<void> init();
+  Result<cudaEvent_t> event();
   size_t capacity_;
   unsigned char* ring_ = nullptr;
   size_t pos_ = 0;

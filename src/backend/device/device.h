@@ -94,6 +94,8 @@ class Device {
   virtual void free(void* data, size_t bytes) = 0;
   virtual void upload(const void* host, void* device_data, size_t bytes) = 0;
   virtual void download(const void* device_data, void* host, size_t bytes) = 0;
+  // Copies bytes between two places in this device's memory, in order with the ops.
+  virtual void copy(const void* src, void* dst, size_t bytes) = 0;
   // Whether weights in host memory (the mmap'd file) can be used in place.
   virtual bool reads_host_memory() const = 0;
 
