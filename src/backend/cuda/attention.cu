@@ -7,6 +7,10 @@
 // merges the splits' (max, sum, output) triples.
 // Reads: q once, every attended key and value row once per block (GQA heads share them).
 // Writes: out [tokens, heads, head_dim] (and the split partials).
+// Measured on the H200 (2026-12-03, tern-cuda-bench, inside a CUDA graph; copy roofline 4229 GB/s;
+// one decode token, 32 query / 8 KV heads of 128, F16): 16K context 679 GB/s of K+V (16%), 1K
+// context 221 GB/s (5%, 19 us: launch-size bound). Prefill is the same kernel per token (keys
+// re-read from L2 by every query token): a tiled tensor-core kernel is still to come.
 #include <cmath>
 
 #include "backend/cuda/kernels.h"

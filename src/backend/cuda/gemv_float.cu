@@ -2,6 +2,8 @@
 // for j < n <= 8. One warp per row, four rows per block; 16-byte weight loads when each row is
 // 16-byte aligned (k a multiple of 8, or of 4 for F32), element loads otherwise.
 // Reads: the weights once, n * k * 4 activation bytes per row (from L1/L2). Writes n * m floats.
+// Measured on the H200 (2026-12-03, tern-cuda-bench, inside a CUDA graph; copy roofline 4229 GB/s;
+// n = 1): BF16 and F16 12288x4096 and 4096x12288 (100 MB, past the L2) at 77-79%; 1024x4096 41%.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 
