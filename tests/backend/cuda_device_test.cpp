@@ -13,6 +13,7 @@
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu_device/cpu_device.h"
+#include "backend/cuda/caching_allocator.h"
 #include "backend/cuda/cuda_device.h"
 #include "test_util.h"
 
@@ -41,6 +42,26 @@ Diff compare(const std::vector<float>& got, const std::vector<float>& want) {
 void report(const std::string& what, const Diff& d) {
   std::printf("[cuda-op] %-44s max_abs %.3g rel_rms %.3g\n", what.c_str(), d.max_abs, d.rel_rms);
   ::testing::Test::RecordProperty(what, std::to_string(d.rel_rms));
+}
+
+TEST(CudaDevice, WithoutAGpuCreationSaysSo) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA GPU is present";
+  auto d = CudaDevice::create(0);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().message, "no CUDA GPU found");
+}
+
+TEST(CudaAllocator, BucketsRoundUpWithLittleSlack) {
+  for (size_t bytes : {size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{4096},
+                       size_t{1} << 20, (size_t{1} << 20) + 1, size_t{123456789}}) {
+    const size_t b = cuda::CachingAllocator::bucket(bytes);
+    EXPECT_GE(b, bytes);
+    EXPECT_EQ(b % 256, 0u);
+    if (bytes > (size_t{1} << 20)) {
+      EXPECT_LE(b, bytes + bytes / 8) << bytes;
+    }
+    EXPECT_EQ(cuda::CachingAllocator::bucket(b), b) << "a bucket's size is its own bucket";
+  }
 }
 
 class CudaOps : public ::testing::Test {
