@@ -37,7 +37,7 @@ if [[ " $stages " == *" kernels "* ]]; then
 fi
 if [[ " $stages " == *" bench "* ]]; then
   SECONDS=0
-  timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant Q4_K_M -o /tmp/q4km.gguf >"$OUT/synth.log" 2>&1
+  timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant Q4_K_M --fast-k-quants -o /tmp/q4km.gguf >"$OUT/synth.log" 2>&1
   echo "tern-synth qwen3-8b Q4_K_M rc=$? in ${SECONDS} s on $(nproc) cores" >>"$summary"
   timeout 240 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 128 -r 3 >"$OUT/bench.log" 2>&1
   echo "tern bench rc=$?" >>"$summary"

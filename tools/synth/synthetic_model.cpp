@@ -12,6 +12,7 @@
 #include "base/progress_bar.h"
 #include "base/thread_pool.h"
 #include "io/gguf_writer.h"
+#include "random_blocks.h"
 
 namespace tern::synth {
 namespace {
@@ -161,6 +162,7 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
                            float scale, float offset) -> Result<void> {
     const uint64_t seed = seed_counter++;
     ThreadPool* workers = &pool;
+    const bool direct = options.fast_k_quants && can_fill_random_blocks(type);
     return w.add_tensor(
         name, type, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
         [=](std::span<uint8_t> out) -> Result<void> {
@@ -171,6 +173,15 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
           workers->parallel_for(groups, [&](size_t begin, size_t end, size_t) {
             std::vector<float> row(static_cast<size_t>(cols));
             for (size_t g = begin; g < end; ++g) {
+              if (direct) {
+                const int64_t first = static_cast<int64_t>(g) * kGroup;
+                const int64_t count = std::min(rows, first + kGroup) - first;
+                const size_t blocks =
+                    static_cast<size_t>(count) * row_bytes / tensor_type_info(type).block_bytes;
+                fill_random_blocks(type, out.data() + static_cast<size_t>(first) * row_bytes,
+                                   blocks, scale, seed * 0x9E3779B97F4A7C15ull + g);
+                continue;
+              }
               std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + g);
               std::normal_distribution<float> normal(offset, scale);
               const int64_t last = std::min(rows, static_cast<int64_t>(g + 1) * kGroup);
