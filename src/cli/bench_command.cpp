@@ -109,12 +109,15 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
         }
       }
     }
+    const std::string device_stats = m.device->stats();
+    if (!a->json && !device_stats.empty()) fmt::print("device: {}\n", device_stats);
     if (a->json) {
       nlohmann::json out = {{"model", m.path},
                             {"architecture", m.info.architecture},
                             {"quantization", m.info.quantization},
                             {"device", m.device->name()},
                             {"results", results}};
+      if (!device_stats.empty()) out["device_stats"] = device_stats;
       fmt::print("{}\n", out.dump(2));
     }
   });

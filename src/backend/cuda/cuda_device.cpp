@@ -131,6 +131,11 @@ std::string CudaDevice::name() const {
                      (info_.driver_version % 1000) / 10);
 }
 
+std::string CudaDevice::stats() const {
+  return fmt::format("{} steps launched as CUDA graphs, {} captured; {} cudaMalloc calls",
+                     graph_launches_, graph_instantiations_, alloc_->device_allocations());
+}
+
 uint64_t CudaDevice::device_allocations() const {
   return alloc_->device_allocations();
 }

@@ -64,6 +64,7 @@ class CudaDevice final : public Device {
   void download(const void* device_data, void* host, size_t bytes) override;
   void copy(const void* src, void* dst, size_t bytes) override;
   bool reads_host_memory() const override { return false; }
+  std::string stats() const override;
 
   Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) override;
   Result<void> get_rows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;

@@ -96,6 +96,9 @@ class Device {
   virtual void download(const void* device_data, void* host, size_t bytes) = 0;
   // Copies bytes between two places in this device's memory, in order with the ops.
   virtual void copy(const void* src, void* dst, size_t bytes) = 0;
+  // Counters worth a line in a benchmark report (CUDA: graphs launched and captured, device
+  // allocations); empty when the device keeps none.
+  virtual std::string stats() const { return {}; }
   // Whether weights in host memory (the mmap'd file) can be used in place.
   virtual bool reads_host_memory() const = 0;
 
