@@ -48,7 +48,11 @@ void Scheduler::adopt_cached_prefix(Sequence& seq) {
   size_t best_common = 0;
   for (auto it = cached_.begin(); it != cached_.end(); ++it) {
     size_t common = 0;
-    const size_t limit = std::min(it->tokens.size(), seq.tokens.size() - 1);  // keep one to compute
+    // At least two prompt tokens are computed again: the last one for its logits, and two so that
+    // they go through the same multi-row kernels as a fresh prefill did (the CPU's n = 1 kernels
+    // round differently), so a repeated seeded request samples what the first one did.
+    const size_t recomputed = std::min<size_t>(2, seq.tokens.size());
+    const size_t limit = std::min(it->tokens.size(), seq.tokens.size() - recomputed);
     while (common < limit && it->tokens[common] == seq.tokens[common]) ++common;
     if (common > best_common) {
       best_common = common;

@@ -198,10 +198,10 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
   const CpuPath path = options.path.value_or(default_cpu_path());
   const DotFn dot = pick_kernel(type, path);
   detail::GemmKernel gemm;
-  // The multi-row kernel serves n = 1 too: with one code path for every batch size, a row's
-  // result does not depend on what it was batched with, so a prefix-cache hit or a concurrent
-  // request cannot change a seeded sample (each row's sums run in the same order either way).
-  if (path == CpuPath::Avx512) gemm = detail::gemm_avx512(type);
+  // n = 1 keeps the dot kernels: in DRAM-resident matvecs the multi-row kernel is 20-60% slower
+  // (bench/results/2026-12-03-cpu-matvec.md). Rows of the multi-row kernel do not depend on
+  // their group, so the scheduler recomputes at least two prompt tokens after a prefix hit.
+  if (n > 1 && path == CpuPath::Avx512) gemm = detail::gemm_avx512(type);
   Scratch local;
   Scratch& scratch = options.scratch ? *options.scratch : local;
   const PreparedActs acts = prepare(type, path, x, n, cols, scratch, pool, gemm);
