@@ -19,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "base/fp16.h"
 
@@ -172,6 +173,52 @@ void Matvec(benchmark::State& state, TensorType type) {
   state.SetLabel(std::string(tern::cpu::cpu_path_name(tern::cpu::default_cpu_path())));
 }
 
+// As Matvec, with the weights in the row-interleaved layout of packed.h (the AVX-512 path).
+void MatvecPacked(benchmark::State& state, TensorType type) {
+  const auto rows = state.range(0), cols = state.range(1);
+  if (!tern::cpu::can_pack(type, rows, cols)) {
+    state.SkipWithError("no packed kernel on this CPU");
+    return;
+  }
+  const size_t row_major_bytes = *tern::tensor_bytes(type, static_cast<uint64_t>(rows * cols));
+  const size_t matrix_bytes = tern::cpu::packed_bytes(type, rows, cols);
+  const size_t copies = std::max<size_t>(2, (2 * llc_bytes()) / matrix_bytes + 1);
+  Buffer source = random_buffer(row_major_bytes);
+  auto* src = reinterpret_cast<uint8_t*>(source.words.get());
+  sanitize(type, src, row_major_bytes);
+  Buffer w = random_buffer(copies * matrix_bytes);
+  auto* base = reinterpret_cast<uint8_t*>(w.words.get());
+  for (size_t c = 0; c < copies; ++c)
+    tern::cpu::pack_rows(type, src, rows, cols, base + c * matrix_bytes, pool());
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto& v : x) v = normal(rng);
+  tern::cpu::Scratch scratch;
+  tern::cpu::KernelOptions options;
+  options.scratch = &scratch;
+  size_t next = 0;
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = tern::cpu::matmul_packed(type, base + next * matrix_bytes, rows, cols, x.data(), 1,
+                                      y.data(), pool(), options);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) state.SkipWithError(r.error().message.c_str());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies;
+  }
+  const double gbps =
+      static_cast<double>(matrix_bytes) * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.counters["GB/s"] = gbps;
+  if (g_read_gbps > 0) state.counters["of_read_bw"] = gbps / g_read_gbps;
+  double read_seconds = 0.0;
+  for (int k = 0; k < 3; ++k) read_seconds += read_pass();
+  const double local_read = 3.0 * static_cast<double>(read_buffer().bytes) / read_seconds / 1e9;
+  state.counters["read_GB/s_now"] = local_read;
+  state.counters["of_read_now"] = gbps / local_read;
+}
+
 // Cache-resident small matrices (the real models' decode): y = W x with one W reused, all threads.
 // Reports microseconds per call and weight GB/s; thread-pool dispatch and activation quantization
 // are included, as in decode.
@@ -256,6 +303,39 @@ void Matmul(benchmark::State& state, TensorType type) {
   state.SetLabel(std::string(tern::cpu::cpu_path_name(tern::cpu::default_cpu_path())));
 }
 
+// As Matmul, with the weights packed (packed.h).
+void MatmulPacked(benchmark::State& state, TensorType type) {
+  const auto rows = state.range(0), cols = state.range(1), n = state.range(2);
+  if (!tern::cpu::can_pack(type, rows, cols)) {
+    state.SkipWithError("no packed kernel on this CPU");
+    return;
+  }
+  const size_t row_major_bytes = *tern::tensor_bytes(type, static_cast<uint64_t>(rows * cols));
+  Buffer source = random_buffer(row_major_bytes);
+  auto* src = reinterpret_cast<uint8_t*>(source.words.get());
+  sanitize(type, src, row_major_bytes);
+  std::vector<uint8_t> packed(tern::cpu::packed_bytes(type, rows, cols));
+  tern::cpu::pack_rows(type, src, rows, cols, packed.data(), pool());
+  std::vector<float> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto& v : x) v = normal(rng);
+  tern::cpu::Scratch scratch;
+  tern::cpu::KernelOptions options;
+  options.scratch = &scratch;
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = tern::cpu::matmul_packed(type, packed.data(), rows, cols, x.data(), n, y.data(),
+                                      pool(), options);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) state.SkipWithError(r.error().message.c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * static_cast<double>(n * rows * cols);
+  state.counters["GFLOP/s"] = flops * static_cast<double>(state.iterations()) / seconds / 1e9;
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   b->Args({4096, 4096})->Args({4096, 14336})->Args({14336, 4096});
   b->ArgNames({"rows", "cols"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(1.0);
@@ -288,13 +368,16 @@ void prefill_shapes(benchmark::internal::Benchmark* b) {
 // Prefill of the small real models and Qwen3-1.7B: SmolLM2 ffn_up (1536 x 576), Gemma 3 ffn_down
 // (640 x 2048), Qwen3-1.7B ffn_up (6144 x 2048), 128 prompt tokens.
 void small_prefill_shapes(benchmark::internal::Benchmark* b) {
-  b->Args({1536, 576, 128})->Args({640, 2048, 128})->Args({6144, 2048, 128});
+  b->Args({1536, 576, 128})->Args({640, 2048, 128})->Args({6144, 2048, 128})->Args({6144, 2048, 1});
   b->ArgNames({"rows", "cols", "n"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
 }
 
 BENCHMARK(ReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(Matvec, Q4_K, TensorType::Q4_K)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, Q6_K, TensorType::Q6_K)->Apply(shapes);
+BENCHMARK_CAPTURE(MatvecPacked, Q4_K, TensorType::Q4_K)->Apply(shapes);
+BENCHMARK_CAPTURE(MatvecPacked, Q6_K, TensorType::Q6_K)->Apply(shapes);
+BENCHMARK_CAPTURE(MatvecPacked, Q8_0, TensorType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, Q8_0, TensorType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, Q4_0, TensorType::Q4_0)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, BF16, TensorType::BF16)->Apply(shapes);
@@ -335,6 +418,9 @@ BENCHMARK_CAPTURE(Matmul, Q4_K, TensorType::Q4_K)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q4_1, TensorType::Q4_1)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q5_0, TensorType::Q5_0)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q8_0, TensorType::Q8_0)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(MatmulPacked, Q4_K, TensorType::Q4_K)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(MatmulPacked, Q6_K, TensorType::Q6_K)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(MatmulPacked, Q8_0, TensorType::Q8_0)->Apply(small_prefill_shapes);
 
 }  // namespace
 

@@ -81,7 +81,7 @@ class LlamaModel final : public Model {
     if (!norm) return norm.error();
     output_norm_ = *norm;
     if (w.has("output.weight")) {
-      auto out = w.matrix("output.weight", config_.shape.vocab, s.hidden);
+      auto out = w.matmul_weight("output.weight", config_.shape.vocab, s.hidden);
       if (!out) return out.error();
       output_ = *out;
     } else {

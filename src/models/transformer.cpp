@@ -122,7 +122,7 @@ Result<AttentionWeights> load_attention(WeightLoader& w, int64_t layer, int64_t 
   AttentionWeights a;
   const int64_t q_dim = cfg.heads * cfg.head_dim, kv_dim = cfg.kv_heads * cfg.head_dim;
   auto load = [&](Tensor& t, const char* name, int64_t rows, int64_t cols) -> Result<void> {
-    auto m = w.matrix(WeightLoader::layer_name(layer, name), rows, cols);
+    auto m = w.matmul_weight(WeightLoader::layer_name(layer, name), rows, cols);
     if (!m) return m.error();
     t = *m;
     return {};
@@ -152,11 +152,11 @@ Result<AttentionWeights> load_attention(WeightLoader& w, int64_t layer, int64_t 
 
 Result<MlpWeights> load_mlp(WeightLoader& w, int64_t layer, int64_t hidden, int64_t ffn) {
   MlpWeights m;
-  auto gate = w.matrix(WeightLoader::layer_name(layer, "ffn_gate.weight"), ffn, hidden);
+  auto gate = w.matmul_weight(WeightLoader::layer_name(layer, "ffn_gate.weight"), ffn, hidden);
   if (!gate) return gate.error();
-  auto up = w.matrix(WeightLoader::layer_name(layer, "ffn_up.weight"), ffn, hidden);
+  auto up = w.matmul_weight(WeightLoader::layer_name(layer, "ffn_up.weight"), ffn, hidden);
   if (!up) return up.error();
-  auto down = w.matrix(WeightLoader::layer_name(layer, "ffn_down.weight"), hidden, ffn);
+  auto down = w.matmul_weight(WeightLoader::layer_name(layer, "ffn_down.weight"), hidden, ffn);
   if (!down) return down.error();
   m.gate = *gate;
   m.up = *up;

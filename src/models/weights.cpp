@@ -43,6 +43,12 @@ Result<Tensor> WeightLoader::matrix(const std::string& name, int64_t rows, int64
   return place(*t);
 }
 
+Result<Tensor> WeightLoader::matmul_weight(const std::string& name, int64_t rows, int64_t cols) {
+  auto t = matrix(name, rows, cols);
+  if (!t) return t;
+  return device_.prepare_matmul_weight(*t, owned_);
+}
+
 Result<Tensor> WeightLoader::vector(const std::string& name, int64_t length, float add) {
   const GgufTensor* t = file_.find_tensor(name);
   if (t == nullptr) return make_error("{}: tensor '{}' is missing", file_.paths()[0], name);

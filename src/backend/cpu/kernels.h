@@ -49,6 +49,11 @@ struct GemmKernel {
 // gemm_avx512.cpp; fn == nullptr when the type has no multi-row kernel.
 GemmKernel gemm_avx512(TensorType type);
 
+// gemm_packed_avx512.cpp: one group of 16 packed weight rows (packed.h) against 1..kGemmRows
+// activation rows; writes 16 outputs per activation row (y[j * y_stride + 0..15]). nullptr when
+// the type has no packed layout.
+GemmFn packed_avx512(TensorType type);
+
 ActFormat act_format(TensorType type);
 
 // The kernel of `path` for `type`, or nullptr when the path has no specialised kernel for the type

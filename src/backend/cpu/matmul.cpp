@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 
 namespace tern::cpu {
@@ -256,6 +257,55 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
           }
         }
       });
+  return ok_result();
+}
+
+Result<void> matmul_packed(TensorType type, const void* packed, int64_t rows, int64_t cols,
+                           const float* x, int64_t n, float* y, ThreadPool& pool,
+                           const KernelOptions& options) {
+  TERN_TRY(check_shape(type, rows, cols, n));
+  if (rows % kPackRows != 0 || detail::packed_avx512(type) == nullptr) {
+    return make_error("CPU matmul: no packed {} kernel for {} rows", tensor_type_name(type), rows);
+  }
+  if (rows == 0 || n == 0) return ok_result();
+  const detail::GemmFn kernel = detail::packed_avx512(type);
+  Scratch local;
+  Scratch& scratch = options.scratch ? *options.scratch : local;
+  const PreparedActs acts = prepare(type, CpuPath::Avx512, x, n, cols, scratch, pool, {});
+  const size_t group_bytes = packed_bytes(type, kPackRows, cols);
+  const auto* wbytes = static_cast<const std::byte*>(packed);
+  const int64_t groups = rows / kPackRows;
+
+  if (n == 1) {
+    // Decode: the weights stream from DRAM; one contiguous share per thread keeps each stream
+    // sequential for the prefetchers.
+    const Acts a = acts.row(0);
+    pool.parallel_for(static_cast<size_t>(groups), [&](size_t begin, size_t end, size_t) {
+      for (size_t g = begin; g < end; ++g)
+        kernel(wbytes + g * group_bytes, &a, 1, cols, y + g * kPackRows, rows);
+    });
+    return ok_result();
+  }
+  // Prefill: tiles of groups (in L2) x chunks of kGemmRows activation rows; tiles are taken from
+  // a shared counter so a descheduled thread's share is picked up by the others.
+  constexpr int64_t kTileGroups = 4;
+  const int64_t tiles = (groups + kTileGroups - 1) / kTileGroups;
+  std::atomic<int64_t> next_tile{0};
+  const size_t workers = std::min(pool.size(), static_cast<size_t>(tiles));
+  pool.parallel_for(workers, [&](size_t, size_t, size_t) {
+    for (int64_t t = next_tile.fetch_add(1); t < tiles; t = next_tile.fetch_add(1)) {
+      const int64_t g0 = t * kTileGroups, g1 = std::min(groups, g0 + kTileGroups);
+      for (int64_t j = 0; j < n; j += detail::kGemmRows) {
+        const int count = static_cast<int>(std::min<int64_t>(detail::kGemmRows, n - j));
+        Acts a[detail::kGemmRows];
+        for (int k = 0; k < count; ++k) a[k] = acts.row(j + k);
+        for (int64_t g = g0; g < g1; ++g) {
+          kernel(wbytes + static_cast<size_t>(g) * group_bytes, a, count, cols,
+                 y + j * rows + g * kPackRows, rows);
+        }
+      }
+    }
+  });
   return ok_result();
 }
 

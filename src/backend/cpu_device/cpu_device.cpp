@@ -1,12 +1,15 @@
 #include "backend/cpu_device/cpu_device.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu_device/attention_cpu.h"
 
@@ -42,12 +45,50 @@ void CpuDevice::copy(const void* src, void* dst, size_t bytes) {
   std::memmove(dst, src, bytes);
 }
 
+namespace {
+
+bool packing_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("TERN_PACKED_WEIGHTS");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return enabled;
+}
+
+// The source pages are not read again once packed: drop them from this process's resident set
+// (they stay in the page cache; the mapping is read-only, so nothing is lost).
+void release_pages(const void* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+Result<Tensor> CpuDevice::prepare_matmul_weight(const Tensor& w, std::vector<DeviceBuffer>& owned) {
+  const int64_t cols = w.ne[0], rows = w.rows();
+  if (!packing_enabled() || w.layout != WeightLayout::Rows || !cpu::can_pack(w.type, rows, cols))
+    return w;
+  auto buffer = allocate(cpu::packed_bytes(w.type, rows, cols));
+  if (!buffer) return buffer.error();
+  cpu::pack_rows(w.type, w.data, rows, cols, buffer->data(), pool_);
+  release_pages(w.data, *tensor_bytes(w.type, static_cast<uint64_t>(rows * cols)));
+  Tensor packed = w;
+  packed.data = buffer->data();
+  packed.layout = WeightLayout::DevicePacked;
+  owned.push_back(std::move(*buffer));
+  return packed;
+}
+
 Result<void> CpuDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
   const int64_t k = w.ne[0], m = w.rows(), n = x.rows();
   if (x.ne[0] != k || y.ne[0] != m || y.rows() != n) {
     return make_error("matmul shapes: W [{} x {}], x [{} x {}], y [{} x {}]", m, k, n, x.ne[0],
                       y.rows(), y.ne[0]);
   }
+  if (w.layout == WeightLayout::DevicePacked)
+    return cpu::matmul_packed(w.type, w.data, m, k, x.f32(), n, y.f32(), pool_);
   if (n == 1) return cpu::matvec(w.type, w.data, m, k, x.f32(), y.f32(), pool_);
   return cpu::matmul(w.type, w.data, m, k, x.f32(), n, y.f32(), pool_);
 }
@@ -60,9 +101,14 @@ Result<void> CpuDevice::get_rows(const Tensor& table, std::span<const int32_t> i
     if (ids[i] < 0 || ids[i] >= rows) {
       return make_error("token id {} is outside the vocabulary of {}", ids[i], rows);
     }
+    float* dst = out.f32() + static_cast<int64_t>(i) * cols;
+    if (table.layout == WeightLayout::DevicePacked) {
+      cpu::dequantize_packed_row(table.type, table.data, cols, ids[i], dst);
+      continue;
+    }
     const auto* src =
         static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[i]) * row_bytes;
-    cpu::dequantize_row(table.type, src, out.f32() + static_cast<int64_t>(i) * cols, cols);
+    cpu::dequantize_row(table.type, src, dst, cols);
   }
   return {};
 }

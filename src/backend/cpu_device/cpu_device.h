@@ -1,4 +1,5 @@
-// The CPU implementation of Device: weights are used in place from the mmap'd file, activations
+// The CPU implementation of Device: weights are used in place from the mmap'd file (or packed into
+// interleaved rows for the AVX-512 kernels), activations
 // live in host memory, and every op splits its rows over the thread pool.
 #pragma once
 
@@ -19,6 +20,9 @@ class CpuDevice final : public Device {
   void copy(const void* src, void* dst, size_t bytes) override;
   bool reads_host_memory() const override { return true; }
 
+  // Q8_0/Q4_K/Q6_K weights with rows % 16 == 0 are packed (backend/cpu/packed.h) on AVX-512
+  // VNNI CPUs, unless TERN_PACKED_WEIGHTS=0.
+  Result<Tensor> prepare_matmul_weight(const Tensor& w, std::vector<DeviceBuffer>& owned) override;
   Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) override;
   Result<void> get_rows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) override;

@@ -15,10 +15,16 @@
 
 namespace tern {
 
+// How a weight matrix's blocks are laid out: GGUF row-major, or rearranged by the device for its
+// kernels (CPU: groups of 16 interleaved rows, backend/cpu/packed.h). Only the device that made
+// a non-Rows layout reads it.
+enum class WeightLayout : uint8_t { Rows, DevicePacked };
+
 struct Tensor {
   void* data = nullptr;
   TensorType type = TensorType::F32;
   std::array<int64_t, 4> ne{1, 1, 1, 1};  // ne[0] is contiguous (row length), as in GGUF
+  WeightLayout layout = WeightLayout::Rows;
 
   int64_t elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
@@ -101,6 +107,13 @@ class Device {
   virtual std::string stats() const { return {}; }
   // Whether weights in host memory (the mmap'd file) can be used in place.
   virtual bool reads_host_memory() const = 0;
+
+  // A weight used only as matmul's W, possibly rearranged into a faster layout (buffers it
+  // allocates go to `owned`). The default uses it as it is.
+  virtual Result<Tensor> prepare_matmul_weight(const Tensor& w, std::vector<DeviceBuffer>& owned) {
+    (void)owned;
+    return w;
+  }
 
   // y[n, m] = x[n, k] . W^T for W [m rows, k cols] of any supported type.
   virtual Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) = 0;
