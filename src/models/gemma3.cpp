@@ -64,7 +64,8 @@ class Gemma3Model final : public Model {
 
   Result<void> load(WeightLoader& w) {
     const auto& s = config_.shape;
-    auto embd = w.matrix("token_embd.weight", 0, s.hidden);
+    // Tied: the embedding table is also the LM head.
+    auto embd = w.matmul_weight("token_embd.weight", 0, s.hidden);
     if (!embd) return embd.error();
     embedding_ = *embd;
     config_.shape.vocab = embedding_.rows();

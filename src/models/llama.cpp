@@ -56,7 +56,9 @@ class LlamaModel final : public Model {
 
   Result<void> load(WeightLoader& w) {
     const auto& s = config_.shape;
-    auto embd = w.matrix("token_embd.weight", 0, s.hidden);
+    // Tied embeddings are also the LM head, the largest matmul of a decode step.
+    auto embd = w.has("output.weight") ? w.matrix("token_embd.weight", 0, s.hidden)
+                                       : w.matmul_weight("token_embd.weight", 0, s.hidden);
     if (!embd) return embd.error();
     embedding_ = *embd;
     config_.shape.vocab = embedding_.rows();

@@ -18,7 +18,8 @@ class WeightLoader {
 
   // A matrix used by matmul/get_rows, in its stored type. `rows`/`cols` are checked when > 0.
   Result<Tensor> matrix(const std::string& name, int64_t rows, int64_t cols);
-  // A matrix used only as matmul's W: the device may rearrange it (Device::prepare_matmul_weight).
+  // A matrix used as matmul's W (and perhaps by get_rows, which reads any layout its device made):
+  // the device may rearrange it (Device::prepare_matmul_weight).
   Result<Tensor> matmul_weight(const std::string& name, int64_t rows, int64_t cols);
   // A vector converted to F32 (norm weights, biases); `length` checked.
   Result<Tensor> vector(const std::string& name, int64_t length, float add = 0.0f);

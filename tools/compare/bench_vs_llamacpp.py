@@ -3,8 +3,10 @@
 
 Follows ../shared/BENCHMARKS.md: one warm-up each, then runs interleaved A B A B; the median and
 the range per figure. Tern: `tern bench --json` (prefill tok/s = prompt tokens / time to the first
-token's logits; decode tok/s over the generated tokens). llama.cpp: `llama-bench -o json` (pp and
-tg tests), with its thread count set to the same number of cores.
+token's logits; decode tok/s over the tokens generated after that prompt). llama.cpp:
+`llama-bench -o json`: pp<p> from an empty context, and tg<n> at depth <p> (`-d`), so both engines
+decode with the same <p> tokens already in the KV cache; its thread count is the same number of
+cores.
 
     tools/compare/bench_vs_llamacpp.py --llama-bin DIR --model smollm2-135m -p 512 -n 128 --runs 3
 """
@@ -22,13 +24,16 @@ def tern_run(tern, path, p, n, threads):
     return r["prefill_tok_s"]["median"], r["decode_tok_s"]["median"]
 
 
-def llama_run(bin_dir, path, p, n, threads):
+def llama_bench(bin_dir, path, threads, *args):
     env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
-    out = subprocess.check_output([os.path.join(bin_dir, "llama-bench"), "-m", path, "-p", str(p), "-n", str(n),
-                                   "-t", str(threads), "-r", "1", "-o", "json"], env=env, stderr=subprocess.DEVNULL)
-    rows = json.loads(out)
-    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == p and r["n_gen"] == 0)
-    tg = next(r["avg_ts"] for r in rows if r["n_gen"] == n and r["n_prompt"] == 0)
+    out = subprocess.check_output([os.path.join(bin_dir, "llama-bench"), "-m", path, "-t", str(threads), "-r", "1",
+                                   "-o", "json", *args], env=env, stderr=subprocess.DEVNULL)
+    return json.loads(out)[0]["avg_ts"]
+
+
+def llama_run(bin_dir, path, p, n, threads):
+    pp = llama_bench(bin_dir, path, threads, "-p", str(p), "-n", "0")
+    tg = llama_bench(bin_dir, path, threads, "-p", "0", "-n", str(n), "-d", str(p))
     return pp, tg
 
 
@@ -63,7 +68,7 @@ def main():
     print(f"model `{os.path.basename(path)}`, {args.threads} threads, {args.runs} interleaved runs\n")
     print("| figure | Tern median [range] | llama.cpp median [range] | Tern / llama.cpp |")
     print("| --- | --- | --- | --- |")
-    for name, t, l in ((f"prefill {args.p} tok/s", t_pp, l_pp), (f"decode {args.n} tok/s", t_tg, l_tg)):
+    for name, t, l in ((f"prefill {args.p} tok/s", t_pp, l_pp), (f"decode {args.n} tok/s after {args.p}", t_tg, l_tg)):
         tm, tl, th = summary(t)
         lm, ll, lh = summary(l)
         print(f"| {name} | {tm:.1f} [{tl:.1f}-{th:.1f}] | {lm:.1f} [{ll:.1f}-{lh:.1f}] | {tm / lm:.2f} |")

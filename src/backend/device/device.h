@@ -108,8 +108,8 @@ class Device {
   // Whether weights in host memory (the mmap'd file) can be used in place.
   virtual bool reads_host_memory() const = 0;
 
-  // A weight used only as matmul's W, possibly rearranged into a faster layout (buffers it
-  // allocates go to `owned`). The default uses it as it is.
+  // A weight used as matmul's W (get_rows must still read it), possibly rearranged into a faster
+  // layout (buffers it allocates go to `owned`). The default uses it as it is.
   virtual Result<Tensor> prepare_matmul_weight(const Tensor& w, std::vector<DeviceBuffer>& owned) {
     (void)owned;
     return w;
