@@ -304,6 +304,103 @@ TEST_F(CudaOps, RopeMatchesTheCpu) {
   }
 }
 
+// A decode layer's op sequence (one token) queued on two devices, one fusing the ops (residual
+// add + rms_norm + 8-bit quantization, q/k/v in one launch, q/k norm + RoPE, gate/up + SiLU) and
+// one launching each op alone (each tested against the CPU above): every output the ops promise
+// must agree.
+TEST_F(CudaOps, FusedDecodeOpsEqualTheUnfusedOps) {
+  const int64_t hidden = 512, heads = 8, kv_heads = 2, head_dim = 64, ffn = 1002;
+  struct Weights {
+    TensorType type;
+    int64_t rows;
+    std::vector<uint8_t> data;
+  };
+  std::vector<Weights> ws = {{TensorType::Q4_K, heads * head_dim, {}},
+                             {TensorType::Q4_K, kv_heads * head_dim, {}},
+                             {TensorType::Q6_K, kv_heads * head_dim, {}},
+                             {TensorType::Q4_K, ffn, {}},
+                             {TensorType::Q8_0, ffn, {}}};
+  for (auto& w : ws) w.data = testing::random_weights(w.type, w.rows, hidden, rng_);
+  const auto x0 = random(hidden), y0 = random(hidden), nw = random(hidden, 0.3f),
+             nw2 = random(hidden, 0.3f), qn = random(head_dim, 0.3f), kn = random(head_dim, 0.3f);
+  const std::vector<int32_t> positions = {777};
+  RopeParams rope;
+  rope.rotary_dim = head_dim;
+  rope.theta = 1000000.0f;
+  rope.neox = true;
+  auto other = CudaDevice::create(0);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  (*other)->set_fusion(false);
+  gpu_->set_fusion(true);
+  // Outputs in order: x, h, q, k, v, h2, gate (= silu(gate) * up), up.
+  auto run = [&](CudaDevice& d) {
+    std::vector<DeviceBuffer> keep;
+    auto make = [&](const void* data, size_t bytes, TensorType type, std::array<int64_t, 4> ne) {
+      auto b = d.allocate(bytes);
+      EXPECT_TRUE(b.ok());
+      if (data != nullptr) d.upload(data, b->data(), bytes);
+      Tensor t;
+      t.data = b->data();
+      t.type = type;
+      t.ne = ne;
+      keep.push_back(std::move(*b));
+      return t;
+    };
+    auto f32 = [&](const std::vector<float>& v, std::array<int64_t, 4> ne) {
+      return make(v.data(), v.size() * 4, TensorType::F32, ne);
+    };
+    auto out = [&](int64_t n) {
+      std::vector<float> nan(static_cast<size_t>(n), NAN);
+      return f32(nan, {n, 1, 1, 1});
+    };
+    std::vector<Tensor> w;
+    for (auto& wt : ws)
+      w.push_back(make(wt.data.data(), wt.data.size(), wt.type, {hidden, wt.rows, 1, 1}));
+    Tensor x = f32(x0, {hidden, 1, 1, 1}), y = f32(y0, {hidden, 1, 1, 1});
+    Tensor tnw = f32(nw, {hidden, 1, 1, 1}), tnw2 = f32(nw2, {hidden, 1, 1, 1});
+    Tensor tqn = f32(qn, {head_dim, 1, 1, 1}), tkn = f32(kn, {head_dim, 1, 1, 1});
+    Tensor h = out(hidden), q = out(heads * head_dim), k = out(kv_heads * head_dim),
+           v = out(kv_heads * head_dim), h2 = out(hidden), g = out(ffn), up = out(ffn);
+    d.add(x, y, x);
+    d.rms_norm(x, &tnw, 1e-6f, h);
+    EXPECT_TRUE(d.matmul(w[0], h, q).ok());
+    EXPECT_TRUE(d.matmul(w[1], h, k).ok());
+    EXPECT_TRUE(d.matmul(w[2], h, v).ok());
+    Tensor qh = q, kh = k;
+    qh.ne = {head_dim, heads, 1, 1};
+    kh.ne = {head_dim, kv_heads, 1, 1};
+    d.rms_norm(qh, &tqn, 1e-6f, qh);
+    d.rms_norm(kh, &tkn, 1e-6f, kh);
+    d.rope(qh, positions, rope);
+    d.rope(kh, positions, rope);
+    d.add(x, q, x);  // (a stand-in for the attention output's residual)
+    d.rms_norm(x, &tnw2, 1e-6f, h2);
+    EXPECT_TRUE(d.matmul(w[3], h2, g).ok());
+    EXPECT_TRUE(d.matmul(w[4], h2, up).ok());
+    d.silu_mul(g, up, g);
+    std::vector<std::vector<float>> res;
+    for (const Tensor* t : {&x, &h, &q, &k, &v, &h2, &g, &up}) {
+      std::vector<float> r(static_cast<size_t>(t->elements()));
+      d.download(t->data, r.data(), r.size() * 4);
+      res.push_back(std::move(r));
+    }
+    EXPECT_TRUE(d.synchronize().ok());
+    return res;
+  };
+  (void)kv_heads;
+  const uint64_t before = gpu_->fused_ops();
+  const auto fused = run(*gpu_);
+  const auto plain = run(**other);
+  EXPECT_GE(gpu_->fused_ops() - before, 7u) << "the sequence should have been fused";
+  EXPECT_EQ((*other)->fused_ops(), 0u);
+  const char* names[] = {"x", "h", "q", "k", "v", "h2", "silu(gate)*up", "up"};
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const Diff d = compare(fused[i], plain[i]);
+    report(fmt::format("fused decode ops: {}", names[i]), d);
+    EXPECT_LT(d.rel_rms, 1e-6) << names[i];
+  }
+}
+
 // One attention layer's paged cache on both devices, filled through store_kv.
 struct PagedCase {
   int64_t heads, kv_heads, head_dim;

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine, from the repository root, with the bundle that
 # tools/cuda/make_bundle.sh left in .gpu/ (binaries built here with -DTERN_CUDA=ON plus the
-# non-system libraries they load). Stages (arguments, default all): tests, kernels, bench.
-# Logs go to $OUT; a short table is printed last.
+# non-system libraries they load). Stages (arguments, default tests kernels bench): tests,
+# kernels, bench, model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
+# cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
+# and llama.cpp's llama-bench on the same file, interleaved; llama-bench is looked for in
+# /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
+# repository holds no script that builds llama.cpp). Logs go to $OUT; a short table is printed
+# last.
 set -uo pipefail
 OUT=${OUT:-/tmp/tern-out}
 mkdir -p "$OUT" /tmp/tern
@@ -29,16 +34,66 @@ if [[ " $stages " == *" tests "* ]]; then
   timeout 200 $T/bin/cuda_forward_test >"$OUT/forward.log" 2>&1
   echo "cuda_forward_test rc=$?" >>"$summary"
   grep -E "FAILED|Failure|error" "$OUT/ops.log" "$OUT/forward.log" | head -40 >>"$summary"
+  if grep -q FAILED "$OUT/ops.log" "$OUT/forward.log"; then  # which change: PDL or the fusions?
+    TERN_CUDA_PDL=0 timeout 240 $T/bin/cuda_device_test >"$OUT/ops-nopdl.log" 2>&1
+    echo "cuda_device_test TERN_CUDA_PDL=0 rc=$?" >>"$summary"
+    TERN_CUDA_PDL=0 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-nopdl.log" 2>&1
+    echo "cuda_forward_test TERN_CUDA_PDL=0 rc=$?" >>"$summary"
+  fi
+  grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
 fi
 if [[ " $stages " == *" kernels "* ]]; then
   timeout 200 $T/bin/tern-cuda-bench >"$OUT/kernels.log" 2>&1
   echo "tern-cuda-bench rc=$?" >>"$summary"
 fi
-if [[ " $stages " == *" bench "* ]]; then
+if [[ " $stages " == *" bench "* || " $stages " == *" model "* || " $stages " == *" profile "* ||
+  " $stages " == *" compare "* ]] && [ ! -e /tmp/q4km.gguf ]; then
   SECONDS=0
   timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant Q4_K_M --fast-k-quants -o /tmp/q4km.gguf >"$OUT/synth.log" 2>&1
   echo "tern-synth qwen3-8b Q4_K_M rc=$? in ${SECONDS} s on $(nproc) cores" >>"$summary"
+  echo "model sha256 $(sha256sum /tmp/q4km.gguf | cut -c1-16), $(stat -c %s /tmp/q4km.gguf) bytes" >>"$summary"
+fi
+if [[ " $stages " == *" profile "* ]]; then
+  # Decode steps after a 512-token prompt (ncu profiles each kernel node of the replayed graphs
+  # on its own, and flushes the caches before each one: cold L2).
+  SECONDS=0
+  timeout 240 ncu --clock-control none --csv --page raw \
+    --metrics gpu__time_duration.sum --launch-skip 2600 --launch-count 3400 \
+    --log-file "$OUT/ncu.csv" $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 8 -r 1 \
+    >"$OUT/ncu-run.log" 2>&1
+  echo "ncu rc=$? in ${SECONDS} s" >>"$summary"
+  python3 tools/cuda/ncu_summary.py "$OUT/ncu.csv" >"$OUT/ncu-summary.md" 2>&1
+  head -40 "$OUT/ncu-summary.md" >>"$summary"
+fi
+if [[ " $stages " == *" compare "* ]]; then
+  # A B A B: tern bench (with TERN_CUDA_TIMING=1: where each decode step's time goes) and
+  # llama-bench (flash attention on, all layers on the GPU) on the same file.
+  L=/tmp/llama/bin
+  for round in $(seq 1 "${COMPARE_ROUNDS:-2}"); do
+    TERN_CUDA_TIMING=1 timeout 200 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 128 -r 3 \
+      >"$OUT/compare-tern-$round.log" 2>&1
+    echo "tern bench round $round rc=$?" >>"$summary"
+    cat "$OUT/compare-tern-$round.log" >>"$summary"
+    if [ -x $L/llama-bench ]; then
+      LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 200 $L/llama-bench -m /tmp/q4km.gguf -fa 1 -ngl 99 \
+        -p 512 -n 128 -d 0,512 -r 3 >"$OUT/compare-llama-$round.log" 2>&1
+      echo "llama-bench round $round rc=$?" >>"$summary"
+      grep "^|" "$OUT/compare-llama-$round.log" >>"$summary"
+    fi
+  done
+  if [ -n "${COMPARE_UNFUSED:-}" ]; then  # A/B: the same build with the fusions off
+    TERN_CUDA_FUSE=0 TERN_CUDA_TIMING=1 timeout 200 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf \
+      -p 512 -n 128 -r 2 >"$OUT/compare-tern-unfused.log" 2>&1
+    echo "tern bench TERN_CUDA_FUSE=0 rc=$?" >>"$summary"
+    cat "$OUT/compare-tern-unfused.log" >>"$summary"
+    TERN_CUDA_PDL=0 TERN_CUDA_TIMING=1 timeout 200 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf \
+      -p 512 -n 128 -r 2 >"$OUT/compare-tern-nopdl.log" 2>&1
+    echo "tern bench TERN_CUDA_PDL=0 rc=$?" >>"$summary"
+    cat "$OUT/compare-tern-nopdl.log" >>"$summary"
+  fi
+fi
+if [[ " $stages " == *" bench "* ]]; then
   timeout 240 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 128 -r 3 >"$OUT/bench.log" 2>&1
   echo "tern bench rc=$?" >>"$summary"
   TERN_CUDA_GRAPHS=0 timeout 120 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 32 -r 1 \

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 
 namespace tern::cuda {
@@ -21,6 +22,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kMaxGroup = 8;
+constexpr int kVBatch = 8;  // value rows loaded before the first is used
 
 // Elements [d0, d0 + N) of cache row `row` (rows of head_dim elements of type `type`).
 template <int N>
@@ -83,6 +85,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <int HDL, int G>
 __global__ void __launch_bounds__(32 * kWarps)
     attention_kernel(AttentionLaunch a, int group, int head_chunks) {
+  pdl_launch_dependents();
+  pdl_wait();
+
   constexpr int kHd = 32 * HDL;
   __shared__ float sq[G][kHd];
   __shared__ float sacc[kWarps][G][kHd];
@@ -143,13 +148,18 @@ __global__ void __launch_bounds__(32 * kWarps)
       const int64_t slot =
           static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
       row = slot * a.kv_heads + kvh;
-      for (int64_t d = 0; d < hd; d += 8) {
-        float kv[8];
-        load_row<8>(a.kv_type, a.k_cache, row, hd, d, kv);
+      // Unrolled over the largest head size so that the row's loads are all in flight at once.
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
+      for (int c = 0; c < kHd / 8; ++c) {
+        const int d = 8 * c;
+        if (d < hd) {
+          float kv[8];
+          load_row<8>(a.kv_type, a.k_cache, row, hd, d, kv);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) s[g] += sq[g][d + i] * kv[i];
+          for (int g = 0; g < G; ++g) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s[g] += sq[g][d + i] * kv[i];
+          }
         }
       }
     }
@@ -167,19 +177,27 @@ __global__ void __launch_bounds__(32 * kWarps)
       for (int i = 0; i < HDL; ++i) acc[g][i] *= corr;
       m[g] = m_new;
     }
+    // Values of the tile's keys, kVBatch rows in flight at a time (a row per key: each lane
+    // reads its HDL dims of it). Lanes past the context hold row 0, read but never used.
     const int count = static_cast<int>(kend - tile < 32 ? kend - tile : 32);
-    for (int jj = 0; jj < count; ++jj) {
-      const int64_t r = __shfl_sync(0xffffffffu, row, jj);
-      float pj[G];
+    for (int j0 = 0; j0 < count; j0 += kVBatch) {
+      float vv[kVBatch][HDL];
 #pragma unroll
-      for (int g = 0; g < G; ++g) pj[g] = __shfl_sync(0xffffffffu, p[g], jj);
-      if (lane_dims) {
-        float vv[HDL];
-        load_row<HDL>(a.kv_type, a.v_cache, r, hd, lane * HDL, vv);
+      for (int u = 0; u < kVBatch; ++u) {
+        const int64_t r = __shfl_sync(0xffffffffu, row, j0 + u);
+        if (lane_dims) load_row<HDL>(a.kv_type, a.v_cache, r, hd, lane * HDL, vv[u]);
+      }
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
+      for (int u = 0; u < kVBatch; ++u) {
+        float pj[G];
 #pragma unroll
-          for (int i = 0; i < HDL; ++i) acc[g][i] += pj[g] * vv[i];
+        for (int g = 0; g < G; ++g) pj[g] = __shfl_sync(0xffffffffu, p[g], j0 + u);
+        if (lane_dims && j0 + u < count) {
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+#pragma unroll
+            for (int i = 0; i < HDL; ++i) acc[g][i] += pj[g] * vv[u][i];
+          }
         }
       }
     }
@@ -224,6 +242,9 @@ __global__ void __launch_bounds__(32 * kWarps)
 }
 
 __global__ void combine_kernel(AttentionLaunch a) {
+  pdl_launch_dependents();
+  pdl_wait();
+
   const int64_t qh = blockIdx.x;  // token * heads + head
   const int64_t hd = a.head_dim;
   const float* part = a.partial + qh * a.splits * (hd + 2);
@@ -251,16 +272,16 @@ void launch_hdl(const AttentionLaunch& a, int group, cudaStream_t stream) {
                   static_cast<unsigned>(a.splits));
   switch (g) {
     case 1:
-      attention_kernel<HDL, 1><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      (void)launch_pdl(attention_kernel<HDL, 1>, grid, 32 * kWarps, stream, a, group, chunks);
       break;
     case 2:
-      attention_kernel<HDL, 2><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      (void)launch_pdl(attention_kernel<HDL, 2>, grid, 32 * kWarps, stream, a, group, chunks);
       break;
     case 4:
-      attention_kernel<HDL, 4><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      (void)launch_pdl(attention_kernel<HDL, 4>, grid, 32 * kWarps, stream, a, group, chunks);
       break;
     default:
-      attention_kernel<HDL, 8><<<grid, 32 * kWarps, 0, stream>>>(a, group, chunks);
+      (void)launch_pdl(attention_kernel<HDL, 8>, grid, 32 * kWarps, stream, a, group, chunks);
       break;
   }
 }
@@ -287,7 +308,7 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   }
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess || a.splits == 1) return status;
-  combine_kernel<<<static_cast<unsigned>(a.tokens * a.heads), 128, 0, stream>>>(a);
+  (void)launch_pdl(combine_kernel, static_cast<unsigned>(a.tokens * a.heads), 128, stream, a);
   return cudaGetLastError();
 }
 

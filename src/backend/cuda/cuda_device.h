@@ -28,6 +28,7 @@
 struct CUstream_st;
 struct cublasContext;
 struct CUgraphExec_st;
+struct CUevent_st;
 
 namespace tern {
 namespace cuda {
@@ -90,6 +91,9 @@ class CudaDevice final : public Device {
   // Step capture into CUDA graphs (default on; TERN_CUDA_GRAPHS=0 in the environment turns it
   // off). Turning it off ends an open capture first.
   void set_graphs(bool on);
+  // Fusion of queued decode ops (needs graphs; default off, TERN_CUDA_FUSE=1 turns it on).
+  void set_fusion(bool on) { fuse_ = on; }
+  uint64_t fused_ops() const { return fused_ops_; }
   uint64_t graph_launches() const { return graph_launches_; }
   uint64_t graph_instantiations() const { return graph_instantiations_; }
   uint64_t device_allocations() const;
@@ -102,7 +106,26 @@ class CudaDevice final : public Device {
   // Queues (graphs on) or runs (off) one op's launches. Any op but matmul forgets the cached
   // 8-bit activations.
   using Launch = std::function<Result<void>()>;
+  // What the fusion peepholes need to know of a queued op (graphs on; TERN_CUDA_FUSE=1 turns
+  // fusion on). kAdd: out = a + b, n elements. kNorm: out [rows, cols] = the rms_norm of a (or
+  // of sum = a + b, when b is set, the residual add fused in), with its 8-bit copy at xq when
+  // set. kGemv: one token's (n = 1) products of mats[0..count) with the 8-bit x at xq, which
+  // the op quantizes from x first when `quantize`.
+  struct OpInfo;
   void enqueue(std::initializer_list<uint64_t> signature, Launch launch, bool keeps_q8 = false);
+  void enqueue(std::initializer_list<uint64_t> signature, Launch launch, const OpInfo& info,
+               bool keeps_q8 = false);
+  // Replaces queued op `index` by a fused launch doing its work and the current op's (whose
+  // signature is appended, so equal signatures still mean equal launches).
+  void fuse_into(size_t index, std::initializer_list<uint64_t> signature, Launch launch,
+                 const OpInfo& info);
+  // The queued op `back` places from the end, when fusion is on and it exists.
+  OpInfo* queued_info(size_t back = 0);
+  Launch norm_launch(const OpInfo& info);
+  Launch gemv_launch(const OpInfo& info);
+  bool fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
+                std::initializer_list<uint64_t> signature);
+  void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, float* yd);
   // Runs the queued step: replays a recorded graph or captures a new one.
   Result<void> flush();
   void fail(Error error);
@@ -148,12 +171,29 @@ class CudaDevice final : public Device {
   };
   std::vector<Exec> execs_;  // most recently used last
   std::vector<Launch> queued_;
+  std::vector<OpInfo> infos_;  // one per queued op
+  bool fuse_ = false;
+  uint64_t fused_ops_ = 0;
   std::vector<uint64_t> signature_;
   std::vector<unsigned char> step_host_;                // this step's staged arrays
   std::vector<std::pair<size_t, size_t>> step_arrays_;  // their offsets and sizes
   void* step_device_ = nullptr;                         // where they are copied, fixed
   bool graphs_ = true;
   uint64_t graph_launches_ = 0, graph_instantiations_ = 0;
+  // TERN_CUDA_TIMING=1: per step (graphs on), where the wall time between two downloads goes:
+  // host time before the step's flush (the model queuing its ops, the caller sampling), the
+  // flush itself (signature match, staged upload, graph launch), the graph's GPU time and the
+  // download's, from events. stats() prints the medians over the most common step shape.
+  struct StepTiming {
+    size_t ops = 0;
+    double queue_us = 0, flush_us = 0, gpu_us = 0, download_us = 0, wall_us = 0;
+  };
+  bool timing_ = false;
+  CUevent_st* timing_events_[3] = {nullptr, nullptr, nullptr};
+  bool timing_pending_ = false;  // events 0 and 1 recorded around the last graph launch
+  StepTiming step_timing_;
+  double last_download_end_ = 0;  // host clock, us
+  std::vector<StepTiming> timings_;
   bool int8_gemv_ = true;
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.

@@ -11,6 +11,7 @@
 // 4096x12288 40%; 1024x4096 (k/v projections) 17-29%: too few rows to fill 132 SMs. n = 8 reads
 // the weights at 9-27%: the per-row activation loop does not scale yet.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 
 namespace tern::cuda {
@@ -26,6 +27,18 @@ struct Acts {
 __device__ __forceinline__ uint32_t u16x2(const uint8_t* p) {
   const uint16_t* q = reinterpret_cast<const uint16_t*>(p);
   return static_cast<uint32_t>(q[0]) | (static_cast<uint32_t>(q[1]) << 16);
+}
+
+// The 8 little-endian words at p (2-byte aligned at least), from 9 aligned 32-bit loads.
+__device__ __forceinline__ void words8(const uint8_t* p, uint32_t (&w)[8]) {
+  const uint32_t* a =
+      reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+  const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+  uint32_t r[9];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) r[i] = __ldg(a + i);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w[i] = __funnelshift_r(r[i], r[i + 1], shift);
 }
 
 // The 8 activation words of 32-element block `blk` of row j.
@@ -238,11 +251,16 @@ struct Task<TensorType::Q6_K> {
     const int h = static_cast<int>(t % 4) / 2, p = static_cast<int>(t % 2);
     const float d = half_bits_to_float(load_u16(b + 208));
     const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
+    // The 32 ql and 32 qh bytes as 8 words each, from 9 aligned 32-bit loads apiece (blocks of
+    // 210 bytes start 2-byte aligned; 16-bit loads would take twice the load instructions).
+    uint32_t qlw[8], qhw[8];
+    words8(b + h * 64 + p * 32, qlw);
+    words8(b + 128 + h * 32, qhw);
     int w0[8], w1[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t ql = u16x2(b + h * 64 + p * 32 + 4 * i);
-      const uint32_t qh = u16x2(b + 128 + h * 32 + 4 * i);
+      const uint32_t ql = qlw[i];
+      const uint32_t qh = qhw[i];
       const uint32_t a0 = (ql & 0x0F0F0F0Fu) | (((qh >> (2 * p)) & 0x03030303u) << 4);
       const uint32_t a1 = ((ql >> 4) & 0x0F0F0F0Fu) | (((qh >> (2 * p + 4)) & 0x03030303u) << 4);
       w0[i] = static_cast<int>(__vsub4(a0, 0x20202020u));
@@ -273,6 +291,21 @@ struct Task<TensorType::Q6_K> {
 
 constexpr int kRowsPerBlock = 4;
 
+// acc[j] += the lane's share of row `wr` . x[j] for j < n.
+template <TensorType T, int N>
+__device__ __forceinline__ void row_dot(const uint8_t* wr, const Acts& a, int n, int lane,
+                                        float (&acc)[N]) {
+  const int64_t tasks = a.k / Task<T>::kElems;
+#pragma unroll 2
+  for (int64_t t = lane; t < tasks; t += 32) Task<T>::template dot<N>(wr, t, a, n, acc);
+}
+
+__device__ __forceinline__ float warp_total(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 template <TensorType T, int N>
 __global__ void __launch_bounds__(32 * kRowsPerBlock)
     gemv_q8_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, int n, float* y) {
@@ -280,18 +313,105 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
   if (row >= m) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
+  prefetch_l2(wr, row_bytes, lane);  // weights: no kernel writes them, so before the wait
+  pdl_launch_dependents();
+  pdl_wait();
   float acc[N];
 #pragma unroll
   for (int j = 0; j < N; ++j) acc[j] = 0.0f;
-  const int64_t tasks = a.k / Task<T>::kElems;
-#pragma unroll 2
-  for (int64_t t = lane; t < tasks; t += 32) Task<T>::template dot<N>(wr, t, a, n, acc);
+  row_dot<T, N>(wr, a, n, lane, acc);
 #pragma unroll
   for (int j = 0; j < N; ++j) {
-    float v = acc[j];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const float v = warp_total(acc[j]);
     if (lane == 0 && j < n) y[j * m + row] = v;
+  }
+}
+
+// One row of a matrix of any supported type (the type is uniform over a block), one x (n = 1).
+__device__ __forceinline__ float row_dot_any(TensorType type, const uint8_t* wr, const Acts& a,
+                                             int lane) {
+  float acc[1] = {0.0f};
+  switch (type) {
+    case TensorType::Q4_0:
+      row_dot<TensorType::Q4_0, 1>(wr, a, 1, lane, acc);
+      break;
+    case TensorType::Q4_1:
+      row_dot<TensorType::Q4_1, 1>(wr, a, 1, lane, acc);
+      break;
+    case TensorType::Q5_0:
+      row_dot<TensorType::Q5_0, 1>(wr, a, 1, lane, acc);
+      break;
+    case TensorType::Q5_1:
+      row_dot<TensorType::Q5_1, 1>(wr, a, 1, lane, acc);
+      break;
+    case TensorType::Q8_0:
+      row_dot<TensorType::Q8_0, 1>(wr, a, 1, lane, acc);
+      break;
+    case TensorType::Q4_K:
+      row_dot<TensorType::Q4_K, 1>(wr, a, 1, lane, acc);
+      break;
+    case TensorType::Q5_K:
+      row_dot<TensorType::Q5_K, 1>(wr, a, 1, lane, acc);
+      break;
+    case TensorType::Q6_K:
+      row_dot<TensorType::Q6_K, 1>(wr, a, 1, lane, acc);
+      break;
+    default:
+      break;
+  }
+  return warp_total(acc[0]);
+}
+
+// Several matrices against the same x (n = 1) in one launch: blocks [ends[i-1], ends[i]) take
+// matrix i's rows.
+__global__ void __launch_bounds__(32 * kRowsPerBlock) gemv_q8_multi_kernel(GemvQ8Multi g, Acts a) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t b = blockIdx.x;
+  int i = 0;
+  while (i + 1 < g.count && b >= g.block_ends[i]) ++i;
+  const GemvQ8Matrix& mat = g.mats[i];
+  const int64_t row = (b - (i == 0 ? 0 : g.block_ends[i - 1])) * kRowsPerBlock + warp;
+  if (row >= mat.m) return;
+  prefetch_l2(static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row) * mat.row_bytes,
+              mat.row_bytes, lane);
+  pdl_launch_dependents();
+  pdl_wait();
+  const float v = row_dot_any(
+      mat.type, static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row) * mat.row_bytes, a,
+      lane);
+  if (lane == 0) mat.y[row] = v;
+}
+
+// Gate and up rows r of one x (n = 1): writes gate[r], up[r] and out[r] = act(gate[r]) * up[r]
+// (SiLU, or GELU with the tanh approximation), as the separate ops would.
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    gemv_q8_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
+  if (row >= gate.m) return;
+  prefetch_l2(static_cast<const uint8_t*>(gate.w) + static_cast<size_t>(row) * gate.row_bytes,
+              gate.row_bytes, lane);
+  prefetch_l2(static_cast<const uint8_t*>(up.w) + static_cast<size_t>(row) * up.row_bytes,
+              up.row_bytes, lane);
+  pdl_launch_dependents();
+  pdl_wait();
+  const float g = row_dot_any(
+      gate.type, static_cast<const uint8_t*>(gate.w) + static_cast<size_t>(row) * gate.row_bytes, a,
+      lane);
+  const float u = row_dot_any(
+      up.type, static_cast<const uint8_t*>(up.w) + static_cast<size_t>(row) * up.row_bytes, a,
+      lane);
+  if (lane == 0) {
+    gate.y[row] = g;
+    up.y[row] = u;
+    float act;
+    if (gelu) {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      act = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    } else {
+      act = g / (1.0f + expf(-g));
+    }
+    out[row] = act * u;
   }
 }
 
@@ -304,13 +424,17 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
   const auto* p = static_cast<const uint8_t*>(w);
   const int ni = static_cast<int>(n);
   if (n == 1) {
-    gemv_q8_kernel<T, 1><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+    (void)launch_pdl(gemv_q8_kernel<T, 1>, grid, 32 * kRowsPerBlock, stream, p, m, row_bytes, a, ni,
+                     y);
   } else if (n == 2) {
-    gemv_q8_kernel<T, 2><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+    (void)launch_pdl(gemv_q8_kernel<T, 2>, grid, 32 * kRowsPerBlock, stream, p, m, row_bytes, a, ni,
+                     y);
   } else if (n <= 4) {
-    gemv_q8_kernel<T, 4><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+    (void)launch_pdl(gemv_q8_kernel<T, 4>, grid, 32 * kRowsPerBlock, stream, p, m, row_bytes, a, ni,
+                     y);
   } else {
-    gemv_q8_kernel<T, 8><<<grid, 32 * kRowsPerBlock, 0, stream>>>(p, m, row_bytes, a, ni, y);
+    (void)launch_pdl(gemv_q8_kernel<T, 8>, grid, 32 * kRowsPerBlock, stream, p, m, row_bytes, a, ni,
+                     y);
   }
 }
 
@@ -332,14 +456,48 @@ bool gemv_q8_supported(TensorType type) {
   }
 }
 
-cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
-                    float* y, cudaStream_t stream) {
-  if (m == 0 || n == 0) return cudaSuccess;
+namespace {
+Acts acts(const void* xq, int64_t n, int64_t k) {
   Acts a;
   a.qs = static_cast<const int8_t*>(xq);
   a.d = reinterpret_cast<const float*>(a.qs + (static_cast<size_t>(n * k) + 15) / 16 * 16);
   a.s = a.d + n * (k / 32);
   a.k = k;
+  return a;
+}
+}  // namespace
+
+size_t gemv_q8_row_bytes(TensorType type, int64_t k) {
+  const auto& info = tensor_type_info(type);
+  return static_cast<size_t>(k / info.block_elements) * info.block_bytes;
+}
+
+cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaStream_t stream) {
+  if (g.count < 1 || g.count > kMaxGemvMulti) return cudaErrorInvalidValue;
+  const int64_t blocks = g.block_ends[g.count - 1];
+  if (blocks == 0) return cudaSuccess;
+  (void)launch_pdl(gemv_q8_multi_kernel, static_cast<unsigned>(blocks), 32 * kRowsPerBlock, stream,
+                   g, acts(xq, 1, k));
+  return cudaGetLastError();
+}
+
+int64_t gemv_q8_blocks(int64_t m) {
+  return (m + kRowsPerBlock - 1) / kRowsPerBlock;
+}
+
+cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
+                        bool gelu, float* out, cudaStream_t stream) {
+  if (gate.m != up.m) return cudaErrorInvalidValue;
+  if (gate.m == 0) return cudaSuccess;
+  (void)launch_pdl(gemv_q8_glu_kernel, static_cast<unsigned>(gemv_q8_blocks(gate.m)),
+                   32 * kRowsPerBlock, stream, gate, up, acts(xq, 1, k), gelu, out);
+  return cudaGetLastError();
+}
+
+cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
+                    float* y, cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  const Acts a = acts(xq, n, k);
   switch (type) {
 #define TERN_CASE(T)                                 \
   case TensorType::T:                                \

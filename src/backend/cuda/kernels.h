@@ -39,10 +39,41 @@ size_t q8_activation_bytes(int64_t n, int64_t k);
 cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, void* xq, cudaStream_t stream);
 cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
                     float* y, cudaStream_t stream);
+// Fused decode products of one token (n = 1) sharing the 8-bit x [k]: up to kMaxGemvMulti
+// matrices in one launch (q, k and v), and gate/up with the gated activation written too.
+struct GemvQ8Matrix {
+  const void* w = nullptr;
+  TensorType type = TensorType::Q8_0;
+  int64_t m = 0;
+  size_t row_bytes = 0;  // gemv_q8_row_bytes(type, k)
+  float* y = nullptr;    // [m]
+};
+constexpr int kMaxGemvMulti = 4;
+struct GemvQ8Multi {
+  GemvQ8Matrix mats[kMaxGemvMulti];
+  int64_t block_ends[kMaxGemvMulti] = {};  // cumulative gemv_q8_blocks(m) of mats[0..i]
+  int count = 0;
+};
+size_t gemv_q8_row_bytes(TensorType type, int64_t k);
+int64_t gemv_q8_blocks(int64_t m);
+cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaStream_t stream);
+// gate.y = gate . x, up.y = up . x, out = act(gate.y) * up.y (SiLU, or tanh-GELU when gelu).
+cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
+                        bool gelu, float* out, cudaStream_t stream);
 
 // norm.cu: each row of x [rows, cols] divided by its RMS, times weight [cols] when not null.
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols,
                      float* out, cudaStream_t stream);
+// Fused forms, each equal to its op sequence: when `b` is given, sum = a + b is written first
+// (the residual add) and normalized; when `xq` is given (cols a multiple of 32), the output is
+// also quantized into 8-bit blocks exactly as quantize_q8 would (rows, cols).
+cudaError_t add_rms_norm_q8(const float* a, const float* b, float* sum, const float* weight,
+                            float eps, int64_t rows, int64_t cols, float* out, void* xq,
+                            cudaStream_t stream);
+// rms_norm of each head row in place followed by rope (x [n, heads, head_dim], head_dim <= 512).
+cudaError_t rms_norm_rope(float* x, const float* weight, float eps, int64_t head_dim, int64_t heads,
+                          int64_t n, const int32_t* positions, const float* inv_freq,
+                          int64_t rotary_dim, bool neox, float position_scale, cudaStream_t stream);
 
 // elementwise.cu
 cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);

@@ -3,6 +3,7 @@
 // rows slots[t] * kv_heads + h of the paged caches. One warp per (token, head, K or V) row.
 // Reads 4 bytes per element, writes the cache type's size.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 
 namespace tern::cuda {
@@ -12,6 +13,9 @@ template <TensorType T>
 __global__ void store_kv_kernel(uint8_t* k_cache, uint8_t* v_cache, const float* k, const float* v,
                                 const int32_t* slots, int64_t rows, int64_t kv_heads,
                                 int64_t head_dim, size_t row_bytes) {
+  pdl_launch_dependents();
+  pdl_wait();
+
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (r >= 2 * rows) return;
@@ -60,20 +64,20 @@ cudaError_t store_kv(TensorType type, void* k_cache, void* v_cache, const float*
   auto* vc = static_cast<uint8_t*>(v_cache);
   switch (type) {
     case TensorType::F32:
-      store_kv_kernel<TensorType::F32>
-          <<<blocks, 256, 0, stream>>>(kc, vc, k, v, slots, rows, kv_heads, head_dim, row_bytes);
+      (void)launch_pdl(store_kv_kernel<TensorType::F32>, blocks, 256, stream, kc, vc, k, v, slots,
+                       rows, kv_heads, head_dim, row_bytes);
       break;
     case TensorType::F16:
-      store_kv_kernel<TensorType::F16>
-          <<<blocks, 256, 0, stream>>>(kc, vc, k, v, slots, rows, kv_heads, head_dim, row_bytes);
+      (void)launch_pdl(store_kv_kernel<TensorType::F16>, blocks, 256, stream, kc, vc, k, v, slots,
+                       rows, kv_heads, head_dim, row_bytes);
       break;
     case TensorType::BF16:
-      store_kv_kernel<TensorType::BF16>
-          <<<blocks, 256, 0, stream>>>(kc, vc, k, v, slots, rows, kv_heads, head_dim, row_bytes);
+      (void)launch_pdl(store_kv_kernel<TensorType::BF16>, blocks, 256, stream, kc, vc, k, v, slots,
+                       rows, kv_heads, head_dim, row_bytes);
       break;
     case TensorType::Q8_0:
-      store_kv_kernel<TensorType::Q8_0>
-          <<<blocks, 256, 0, stream>>>(kc, vc, k, v, slots, rows, kv_heads, head_dim, row_bytes);
+      (void)launch_pdl(store_kv_kernel<TensorType::Q8_0>, blocks, 256, stream, kc, vc, k, v, slots,
+                       rows, kv_heads, head_dim, row_bytes);
       break;
     default:
       return cudaErrorInvalidValue;

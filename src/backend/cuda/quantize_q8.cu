@@ -3,12 +3,16 @@
 // q = round(x / d), s = d * sum(q) (for the min/offset terms of the weights). One warp per block.
 // Reads 4 bytes per element, writes 1.25.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace tern::cuda {
 namespace {
 
 __global__ void quantize_q8_kernel(const float* x, int64_t blocks, int8_t* qs, float* d_out,
                                    float* s_out) {
+  pdl_launch_dependents();
+  pdl_wait();
+
   const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (b >= blocks) return;
@@ -42,8 +46,8 @@ cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, void* xq, cudaStre
   auto* qs = static_cast<int8_t*>(xq);
   auto* d = reinterpret_cast<float*>(qs + (static_cast<size_t>(n * k) + 15) / 16 * 16);
   float* s = d + blocks;
-  quantize_q8_kernel<<<static_cast<unsigned>((blocks + 7) / 8), 256, 0, stream>>>(x, blocks, qs, d,
-                                                                                  s);
+  (void)launch_pdl(quantize_q8_kernel, static_cast<unsigned>((blocks + 7) / 8), 256, stream, x,
+                   blocks, qs, d, s);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,55 @@
+// Programmatic dependent launch (Hopper): a kernel launched through launch_pdl may start while
+// the kernel before it on the stream is still running (CUDA graphs keep this as a programmatic
+// edge), so its launch latency and whatever it does before pdl_wait() - prefetching weights,
+// which no kernel writes - overlap the previous kernel. Every kernel launched this way calls
+// pdl_wait() before it reads or writes memory that earlier kernels touch: the wait returns once
+// the previous grid has completed and its writes are visible (at once for a normal launch).
+// pdl_launch_dependents() lets the next kernel's blocks be scheduled as soon as every block of
+// this one has started. TERN_CUDA_PDL=0 in the environment launches normally.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tern::cuda {
+
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+// Starts fetching the bytes [p, p + bytes) into L2 (lanes of a warp take 128-byte lines).
+__device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes, int lane) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t off = static_cast<size_t>(lane) * 128; off < bytes; off += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                       Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+}  // namespace tern::cuda
