@@ -207,7 +207,8 @@ TEST_P(PackedProducts, UnpackExactlyAndMatchTheRowMajorKernels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PackableTypes, PackedProducts,
-                         ::testing::Values(TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K),
+                         ::testing::Values(TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_K,
+                                           TensorType::Q6_K),
                          [](const auto& param_info) {
                            return std::string(tensor_type_name(param_info.param));
                          });

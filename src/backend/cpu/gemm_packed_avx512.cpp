@@ -2,8 +2,8 @@
 // against R (1..kPackedActRows) activation rows, 16 outputs per activation row in one zmm.
 //
 // Reads: the group's packed blocks (once per call; matmul_packed keeps a tile of groups in L2
-// while it walks the activation rows) and the prepared activations (Q8x32 for Q8_0, Q8x256 for
-// the K-quants). Writes: y[j * y_stride + 0..15] for each activation row j.
+// while it walks the activation rows) and the prepared activations (Q8x32 for Q8_0 and Q5_0, Q8x256
+// for the K-quants). Writes: y[j * y_stride + 0..15] for each activation row j.
 //
 // The inner step is one vpdpbusd per 4 codes x 16 rows x activation row: the 16 int32 lanes are
 // the 16 weight rows, the 4 activation bytes are broadcast. Integer sums per (sub-)block are then
@@ -71,6 +71,44 @@ void packed_q8_0(const void* w, const Acts* x, int64_t cols, float* y, int64_t y
       const __m512i codes = load512(q + 64 * s);
       for (int j = 0; j < R; ++j)
         sum[j] = _mm512_dpbusd_epi32(sum[j], codes, bcast4(x[j].qs + b * kQK + 4 * s));
+    }
+    for (int j = 0; j < R; ++j) {
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]),
+                               _mm512_mul_ps(dw, _mm512_set1_ps(x[j].d[b])), acc[j]);
+    }
+  }
+  for (int j = 0; j < R; ++j) _mm512_storeu_ps(y + j * y_stride, acc[j]);
+}
+
+// Q5_0 group block: d[16] fp16, qs[4][16][4] nibbles, hmask[8] u64 (bit 4 of each code). 352
+// bytes. The high bit is added under a byte mask (vpaddb with k-mask), then codes 0..31 less 16.
+template <int R>
+void packed_q5_0(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride) {
+  constexpr size_t kBytes = 352;
+  const auto* g = static_cast<const uint8_t*>(w);
+  const int64_t nb = cols / kQK;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  __m512 acc[R];
+  for (int j = 0; j < R; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, g += kBytes) {
+    const __m512 dw = load_ph16(reinterpret_cast<const uint16_t*>(g));
+    const uint8_t* q = g + 32;
+    const auto* hmask = reinterpret_cast<const uint64_t*>(g + 288);
+    __m512i sum[R];
+    for (int j = 0; j < R; ++j) sum[j] = _mm512_set1_epi32(-16 * x[j].isum[b]);
+    for (int s = 0; s < 4; ++s) {
+      if constexpr (R == 1) prefetch_share<kBytes, 4>(g, 8 * kBytes, s);
+      const __m512i raw = load512(q + 64 * s);
+      __m512i lo = _mm512_and_si512(raw, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(hmask[2 * s]), lo, bit4);
+      hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(hmask[2 * s + 1]), hi, bit4);
+      for (int j = 0; j < R; ++j) {
+        const int8_t* a = x[j].qs + b * kQK + 4 * s;
+        sum[j] = _mm512_dpbusd_epi32(sum[j], lo, bcast4(a));
+        sum[j] = _mm512_dpbusd_epi32(sum[j], hi, bcast4(a + 16));
+      }
     }
     for (int j = 0; j < R; ++j) {
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]),
@@ -224,6 +262,8 @@ GemmFn packed_avx512(TensorType type) {
   switch (type) {
     case TensorType::Q8_0:
       return dispatch<packed_q8_0<1>, packed_q8_0<2>, packed_q8_0<3>, packed_q8_0<4>>;
+    case TensorType::Q5_0:
+      return dispatch<packed_q5_0<1>, packed_q5_0<2>, packed_q5_0<3>, packed_q5_0<4>>;
     case TensorType::Q4_K:
       return dispatch<packed_q4_k<1>, packed_q4_k<2>, packed_q4_k<3>, packed_q4_k<4>>;
     case TensorType::Q6_K:

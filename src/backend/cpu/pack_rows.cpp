@@ -1,6 +1,6 @@
-// Packing GGUF row-major Q8_0 / Q4_K / Q6_K weights into the row-interleaved layout of packed.h,
-// and the way back (one row to floats, through the original block so the values are bit-identical
-// to dequantize_row's). Runs once per weight at model load; plain C++.
+// Packing GGUF row-major Q8_0 / Q5_0 / Q4_K / Q6_K weights into the row-interleaved layout of
+// packed.h, and the way back (one row to floats, through the original block so the values are
+// bit-identical to dequantize_row's). Runs once per weight at model load; plain C++.
 #include <cstring>
 
 #include "backend/cpu/packed.h"
@@ -17,6 +17,11 @@ struct PackedQ8_0 {
   uint16_t d[kR];
   uint8_t q[8][kR][4];
 };
+struct PackedQ5_0 {
+  uint16_t d[kR];
+  uint8_t qs[4][kR][4];
+  uint64_t hmask[8];
+};
 struct PackedQ4_K {
   uint16_t d[kR];
   uint16_t dmin[kR];
@@ -31,6 +36,7 @@ struct PackedQ6_K {
   uint8_t qh[16][kR][4];
 };
 static_assert(sizeof(PackedQ8_0) == 16 * sizeof(BlockQ8_0));
+static_assert(sizeof(PackedQ5_0) == 16 * sizeof(BlockQ5_0));
 static_assert(sizeof(PackedQ4_K) == 16 * sizeof(BlockQ4_K) + 64);
 static_assert(sizeof(PackedQ6_K) == 16 * sizeof(BlockQ6_K));
 
@@ -38,6 +44,8 @@ size_t group_block_bytes(TensorType type) {
   switch (type) {
     case TensorType::Q8_0:
       return sizeof(PackedQ8_0);
+    case TensorType::Q5_0:
+      return sizeof(PackedQ5_0);
     case TensorType::Q4_K:
       return sizeof(PackedQ4_K);
     case TensorType::Q6_K:
@@ -67,6 +75,11 @@ int q6_lo_element(int L, int i) {
   return 64 * p + 16 * h + 4 * s + i;
 }
 
+uint32_t q5_high_bits(const BlockQ5_0& b) {
+  return uint32_t{b.qh[0]} | uint32_t{b.qh[1]} << 8 | uint32_t{b.qh[2]} << 16 |
+         uint32_t{b.qh[3]} << 24;
+}
+
 void pack_block(TensorType type, const uint8_t* const* row_blocks, void* out) {
   if (type == TensorType::Q8_0) {
     auto& p = *static_cast<PackedQ8_0*>(out);
@@ -75,6 +88,23 @@ void pack_block(TensorType type, const uint8_t* const* row_blocks, void* out) {
       p.d[r] = b.d;
       for (int s = 0; s < 8; ++s)
         for (int i = 0; i < 4; ++i) p.q[s][r][i] = static_cast<uint8_t>(b.qs[4 * s + i]) ^ 0x80;
+    }
+  } else if (type == TensorType::Q5_0) {
+    auto& p = *static_cast<PackedQ5_0*>(out);
+    std::memset(p.hmask, 0, sizeof p.hmask);
+    for (int r = 0; r < kR; ++r) {
+      const auto& b = *reinterpret_cast<const BlockQ5_0*>(row_blocks[r]);
+      p.d[r] = b.d;
+      const uint32_t high = q5_high_bits(b);
+      // Step s byte i: the GGUF qs[4s + i] (low nibble element 4s + i, high nibble 16 + 4s + i);
+      // hmask[2s + h] bit 4r + i is bit 4 of element 16h + 4s + i.
+      for (int s = 0; s < 4; ++s) {
+        std::memcpy(p.qs[s][r], b.qs + 4 * s, 4);
+        for (int h = 0; h < 2; ++h)
+          for (int i = 0; i < 4; ++i)
+            if ((high >> (16 * h + 4 * s + i)) & 1)
+              p.hmask[2 * s + h] |= uint64_t{1} << (4 * r + i);
+      }
     }
   } else if (type == TensorType::Q4_K) {
     auto& p = *static_cast<PackedQ4_K*>(out);
@@ -115,6 +145,18 @@ void unpack_block(TensorType type, const void* in, int r, uint8_t* block) {
     b.d = p.d[r];
     for (int s = 0; s < 8; ++s)
       for (int i = 0; i < 4; ++i) b.qs[4 * s + i] = static_cast<int8_t>(p.q[s][r][i] ^ 0x80);
+  } else if (type == TensorType::Q5_0) {
+    const auto& p = *static_cast<const PackedQ5_0*>(in);
+    auto& b = *reinterpret_cast<BlockQ5_0*>(block);
+    b.d = p.d[r];
+    uint32_t high = 0;
+    for (int s = 0; s < 4; ++s) {
+      std::memcpy(b.qs + 4 * s, p.qs[s][r], 4);
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 4; ++i)
+          if ((p.hmask[2 * s + h] >> (4 * r + i)) & 1) high |= uint32_t{1} << (16 * h + 4 * s + i);
+    }
+    for (int k = 0; k < 4; ++k) b.qh[k] = static_cast<uint8_t>(high >> (8 * k));
   } else if (type == TensorType::Q4_K) {
     const auto& p = *static_cast<const PackedQ4_K*>(in);
     auto& b = *reinterpret_cast<BlockQ4_K*>(block);

@@ -6,6 +6,10 @@
 //
 // Layout per group of 16 rows (g) and block index b (GGUF block b of each of the 16 rows):
 //   Q8_0 (544 B, = 16 row blocks):  d[16] fp16 | q[8 steps][16 rows][4] = qs ^ 0x80 (unsigned)
+//   Q5_0 (352 B, = 16 row blocks):  d[16] fp16 | qs[4 steps][16 rows][4] = the GGUF qs[4s + i]
+//                                    (low nibble element 4s + i, high nibble 16 + 4s + i) |
+//                                    hmask[8] u64: hmask[2s + h] bit 4r + i = bit 4 of element
+//                                    16h + 4s + i of row r (one AVX-512 byte mask per load)
 //   Q4_K (2368 B, 16 x 144 + 64):   d[16] dmin[16] fp16 | sc[8][16] mn[8][16] (6-bit values in
 //                                    bytes) | q[32 loads][16 rows][4]: load L = 8p + s holds the
 //                                    codes of elements 64p + 4s + i (low nibble) and
@@ -28,7 +32,7 @@ namespace tern::cpu {
 inline constexpr int64_t kPackRows = 16;
 
 // Whether W[rows x cols] of `type` can be packed and this CPU (path) has the packed kernels:
-// Q8_0, Q4_K and Q6_K, rows a multiple of 16, on the AVX-512 path.
+// Q8_0, Q5_0, Q4_K and Q6_K, rows a multiple of 16, on the AVX-512 path.
 bool can_pack(TensorType type, int64_t rows, int64_t cols, CpuPath path = default_cpu_path());
 
 // Bytes of the packed form of W[rows x cols].

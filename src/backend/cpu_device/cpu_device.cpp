@@ -4,10 +4,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cpu/activations.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
@@ -154,22 +156,34 @@ void CpuDevice::scale(Tensor& x, float factor) {
   for (int64_t i = 0; i < n; ++i) p[i] *= factor;
 }
 
-void CpuDevice::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+namespace {
+
+// Elementwise over n floats in chunks of whole cache lines, spread over the pool.
+void gated_parallel(cpu::GatedActivationFn fn, const Tensor& gate, const Tensor& up, Tensor& out,
+                    ThreadPool& pool) {
+  constexpr int64_t kChunk = 4096;
   const int64_t n = gate.elements();
   const float *g = gate.f32(), *u = up.f32();
   float* o = out.f32();
-  for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  if (n <= kChunk) return fn(g, u, o, n);
+  pool.parallel_for(static_cast<size_t>((n + kChunk - 1) / kChunk),
+                    [&](size_t begin, size_t end, size_t) {
+                      const int64_t first = static_cast<int64_t>(begin) * kChunk;
+                      const int64_t last = std::min(n, static_cast<int64_t>(end) * kChunk);
+                      fn(g + first, u + first, o + first, last - first);
+                    });
+}
+
+}  // namespace
+
+void CpuDevice::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  static const cpu::GatedActivationFn fn = cpu::silu_mul_fn(cpu::default_cpu_path());
+  gated_parallel(fn, gate, up, out, pool_);
 }
 
 void CpuDevice::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  const int64_t n = gate.elements();
-  const float *g = gate.f32(), *u = up.f32();
-  float* o = out.f32();
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = g[i];
-    o[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * u[i];
-  }
+  static const cpu::GatedActivationFn fn = cpu::gelu_tanh_mul_fn(cpu::default_cpu_path());
+  gated_parallel(fn, gate, up, out, pool_);
 }
 
 void CpuDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {

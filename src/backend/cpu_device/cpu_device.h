@@ -20,7 +20,7 @@ class CpuDevice final : public Device {
   void copy(const void* src, void* dst, size_t bytes) override;
   bool reads_host_memory() const override { return true; }
 
-  // Q8_0/Q4_K/Q6_K weights with rows % 16 == 0 are packed (backend/cpu/packed.h) on AVX-512
+  // Q8_0/Q5_0/Q4_K/Q6_K weights with rows % 16 == 0 are packed (backend/cpu/packed.h) on AVX-512
   // VNNI CPUs, unless TERN_PACKED_WEIGHTS=0.
   Result<Tensor> prepare_matmul_weight(const Tensor& w, std::vector<DeviceBuffer>& owned) override;
   Result<void> matmul(const Tensor& w, const Tensor& x, Tensor& y) override;
