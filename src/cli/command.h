@@ -29,6 +29,9 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx);
 void add_serve_command(CLI::App& app, CommandContext& ctx);
 void add_run_command(CLI::App& app, CommandContext& ctx);
 void add_chat_command(CLI::App& app, CommandContext& ctx);
+void add_pull_command(CLI::App& app, CommandContext& ctx);
+// The coding-agent launchers: `tern claude`, `tern codex`, ... (agent_commands.cpp).
+void add_agent_commands(CLI::App& app, CommandContext& ctx);
 
 // Prints "error: message" to stderr and returns the exit status for a failure.
 int report_error(const std::string& message);

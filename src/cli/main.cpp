@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   add_run_command(app, ctx);
   add_chat_command(app, ctx);
   add_serve_command(app, ctx);
+  add_pull_command(app, ctx);
+  add_agent_commands(app, ctx);
 
   try {
     app.parse(argc, argv);
