@@ -378,6 +378,7 @@ BENCHMARK_CAPTURE(Matvec, Q6_K, TensorType::Q6_K)->Apply(shapes);
 BENCHMARK_CAPTURE(MatvecPacked, Q4_K, TensorType::Q4_K)->Apply(shapes);
 BENCHMARK_CAPTURE(MatvecPacked, Q6_K, TensorType::Q6_K)->Apply(shapes);
 BENCHMARK_CAPTURE(MatvecPacked, Q8_0, TensorType::Q8_0)->Apply(shapes);
+BENCHMARK_CAPTURE(MatvecPacked, Q5_0, TensorType::Q5_0)->Apply(square);
 BENCHMARK_CAPTURE(Matvec, Q8_0, TensorType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, Q4_0, TensorType::Q4_0)->Apply(shapes);
 BENCHMARK_CAPTURE(Matvec, BF16, TensorType::BF16)->Apply(shapes);
@@ -421,6 +422,7 @@ BENCHMARK_CAPTURE(Matmul, Q8_0, TensorType::Q8_0)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(MatmulPacked, Q4_K, TensorType::Q4_K)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(MatmulPacked, Q6_K, TensorType::Q6_K)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(MatmulPacked, Q8_0, TensorType::Q8_0)->Apply(small_prefill_shapes);
+BENCHMARK_CAPTURE(MatmulPacked, Q5_0, TensorType::Q5_0)->Apply(small_prefill_shapes);
 
 }  // namespace
 
