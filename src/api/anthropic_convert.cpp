@@ -153,6 +153,26 @@ Result<void> convert_assistant(const json& content, const std::string& where, or
   return {};
 }
 
+// Claude Code sends "system" messages among the turns (its environment block after the first
+// user message). Before any turn they join the system prompt; later ones become user text in
+// place, since many chat templates allow a system message only first, and moving it to the front
+// would change the prompt's first tokens (and so defeat prefix reuse) whenever it changes.
+Result<void> convert_system_message(const json& content, const std::string& where,
+                                    ordered_json& out) {
+  auto text = blocks_text(content, where + ".content");
+  if (!text) return text.error();
+  if (text->empty()) return {};
+  const bool before_turns = out.empty() || (out.size() == 1 && out[0]["role"] == "system");
+  if (!before_turns) {
+    append_message(out, ordered_json{{"role", "user"}, {"content", *text}});
+  } else if (out.empty()) {
+    out.push_back({{"role", "system"}, {"content", *text}});
+  } else {
+    out[0]["content"] = out[0]["content"].get<std::string>() + "\n\n" + *text;
+  }
+  return {};
+}
+
 // Claude Code puts a billing line ("x-anthropic-billing-header: cc_version=...; cch=...;") at the
 // head of its system prompt, with a hash that changes on every request. It is metadata for the
 // hosted service, not an instruction, and left in it would change the first tokens of every
@@ -202,8 +222,10 @@ Result<ordered_json> anthropic_messages_to_template(const json& body) {
       TERN_TRY(convert_user(m["content"], where, out));
     } else if (role == "assistant") {
       TERN_TRY(convert_assistant(m["content"], where, out));
+    } else if (role == "system") {
+      TERN_TRY(convert_system_message(m["content"], where, out));
     } else {
-      return make_error("{}.role: '{}' is not one of 'user', 'assistant'", where, role);
+      return make_error("{}.role: '{}' is not one of 'user', 'assistant', 'system'", where, role);
     }
   }
   return out;

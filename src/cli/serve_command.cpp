@@ -2,12 +2,14 @@
 // stop cleanly: open streams get their final event before the server closes.
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <thread>
 
 #include "api/openai_common.h"
 #include "api/service.h"
+#include "cli/agents/server_record.h"
 #include "cli/model_options.h"
 #include "server/http_server.h"
 #include "server/routes.h"
@@ -25,6 +27,8 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     std::string name;
     int64_t max_queue = 64;
     bool no_prefix_cache = false;
+    bool log_requests = false;
+    int64_t max_output = 0;
   };
   auto a = std::make_shared<Args>();
   a->model.add_to(*cmd);
@@ -42,6 +46,13 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache,
                 "Do not keep finished requests' KV for reuse (for measuring what reuse saves)");
+  cmd->add_option("--max-output", a->max_output,
+                  "Cap on tokens generated per request; a request asking for more gets this many "
+                  "(0: no cap beyond the context)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_flag("--log-requests", a->log_requests,
+                "Log each request (route, status, streamed or not, time) and its token usage to "
+                "stderr");
   cmd->add_option("--served-name", a->name,
                   "Model name reported by /v1/models (default: the model's name)");
   cmd->callback([&ctx, a] {
@@ -62,7 +73,15 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     eo.parallel = a->parallel;
     eo.max_queue = a->max_queue;
     eo.prefix_cache = !a->no_prefix_cache;
+    eo.max_output = a->max_output;
     Engine engine(m, eo);
+    if (a->log_requests) {
+      engine.set_finish_observer([](const Usage& u, FinishReason finish) {
+        fmt::print(stderr, "  usage: {} prompt tokens ({} cached), {} generated, finish {}\n",
+                   u.prompt_tokens, u.cached_tokens, u.completion_tokens,
+                   api::openai_finish_reason(finish));
+      });
+    }
     api::ServiceInfo info;
     info.model_name = a->name.empty() ? a->model.model : a->name;
     if (info.model_name.find('/') != std::string::npos)
@@ -75,6 +94,7 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     so.host = a->host;
     so.port = a->port;
     so.api_key = a->api_key;
+    so.log_requests = a->log_requests;
     so.threads = static_cast<size_t>(a->parallel) * 4 + 8;
     server::HttpServer http(so);
     server::register_routes(http, service);
@@ -92,6 +112,18 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
         "\"Hello!\"}}]}}'\n",
         url, info.model_name);
     std::fflush(stdout);
+    // The runtime record lets `tern claude` and the other launchers find and reuse this server.
+    ServerRecord record;
+    record.pid = static_cast<int>(getpid());
+    record.host = a->host == "0.0.0.0" ? "127.0.0.1" : a->host;
+    record.port = http.port();
+    record.model = a->model.model;
+    record.served_name = info.model_name;
+    record.context = m.context;
+    record.max_output = a->max_output;
+    if (auto written = write_record(ctx.global.home, record); !written) {
+      fmt::print(stderr, "warning: {}\n", written.error().message);
+    }
     std::thread waiter([&] {
       int sig = 0;
       sigwait(&signals, &sig);
@@ -103,6 +135,7 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     // serve() also returns if the server failed; make sure the waiter can finish.
     pthread_kill(waiter.native_handle(), SIGTERM);
     waiter.join();
+    remove_record(ctx.global.home, record.served_name, record.pid);
   });
 }
 

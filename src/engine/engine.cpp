@@ -88,6 +88,8 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
                       model_.context);
   }
   if (request.options.max_tokens < 1) return Error{"max_tokens must be at least 1"};
+  if (options_.max_output > 0)
+    request.options.max_tokens = std::min(request.options.max_tokens, options_.max_output);
   {
     std::lock_guard lock(mutex_);
     const int64_t waiting = static_cast<int64_t>(incoming_.size()) + waiting_count_.load();
@@ -156,7 +158,7 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
     metrics_.cached_prompt_tokens += static_cast<uint64_t>(reused);
     metrics_.prompt_tokens += static_cast<uint64_t>(state->usage.prompt_tokens);
   };
-  seq.hooks.on_finish = [state](SequenceEnd end, const Error* error) {
+  seq.hooks.on_finish = [this, state](SequenceEnd end, const Error* error) {
     if (error != nullptr) {
       Event e;
       e.type = Event::Type::Error;
@@ -186,6 +188,7 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
     }
     done.stop_sequence = state->stop_sequence;
     done.usage = state->usage;
+    if (finish_observer_) finish_observer_(done.usage, done.finish);
     state->stream->push(std::move(done));
   };
   {

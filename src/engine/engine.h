@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@ struct EngineOptions {
   int64_t step_tokens = 512;  // prefill chunk / token budget per step
   int64_t max_queue = 64;     // requests waiting for a slot; more are refused (HTTP 429)
   bool prefix_cache = true;   // reuse the KV of earlier requests that share a prefix
+  int64_t max_output = 0;     // cap on tokens generated per request (0: none); asking more is fine
 };
 
 inline constexpr int kErrorOverloaded = 429;  // Error::code of a refused submit
@@ -64,6 +66,9 @@ struct Usage {
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
+// Called on the loop thread as each request finishes (for a request log); keep it quick.
+using FinishObserver = std::function<void(const Usage& usage, FinishReason finish)>;
+
 struct Event {
   enum class Type { Text, Done, Error };
   Type type = Type::Text;
@@ -106,6 +111,8 @@ class Engine {
   // Ends every stream (final events with FinishReason::Cancelled) and stops the loop.
   void shutdown();
   EngineMetrics metrics() const;
+  // Set before requests are submitted.
+  void set_finish_observer(FinishObserver observer) { finish_observer_ = std::move(observer); }
 
  private:
   void loop();
@@ -122,6 +129,7 @@ class Engine {
   std::atomic<int64_t> waiting_count_{0};
   EngineMetrics metrics_;
   std::deque<std::pair<double, uint64_t>> recent_tokens_;  // (seconds, generated so far)
+  FinishObserver finish_observer_;
   std::thread thread_;
 };
 

@@ -2,8 +2,11 @@
 
 #include <httplib.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 namespace tern::server {
 namespace {
@@ -40,6 +43,33 @@ void send(const api::HttpResponse& response, httplib::Response& res) {
         sink.done();
         return true;
       });
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// "POST /v1/messages 200 streamed (57 events) 1.84 s": a streamed response is logged when its
+// stream ends, with the number of writes it made.
+void log_when_done(const api::HttpRequest& request, api::HttpResponse& response,
+                   std::chrono::steady_clock::time_point start) {
+  const std::string what = request.method + " " + request.path;
+  if (!response.stream) {
+    fmt::print(stderr, "{} {} {} bytes {:.2f} s\n", what, response.status, response.body.size(),
+               seconds_since(start));
+    return;
+  }
+  auto inner = response.stream;
+  const int status = response.status;
+  response.stream = [inner, what, status, start](const api::StreamWriter& write) {
+    size_t events = 0;
+    inner([&](const std::string& bytes) {
+      ++events;
+      return write(bytes);
+    });
+    fmt::print(stderr, "{} {} streamed ({} events) {:.2f} s\n", what, status, events,
+               seconds_since(start));
+  };
 }
 
 }  // namespace
@@ -90,7 +120,10 @@ void HttpServer::route(const std::string& method, const std::string& path, api::
       send(api::error_response(flavor, 401, "invalid or missing API key"), res);
       return;
     }
-    send(handler(r), res);
+    const auto start = std::chrono::steady_clock::now();
+    api::HttpResponse response = handler(r);
+    if (options_.log_requests) log_when_done(r, response, start);
+    send(response, res);
   };
   if (method == "GET") {
     server_->Get(path, wrapped);

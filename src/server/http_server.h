@@ -24,6 +24,7 @@ struct ServerOptions {
   size_t threads = 32;  // concurrent connections
   size_t max_body_bytes = size_t{64} << 20;
   int read_timeout_seconds = 30;  // for a request's headers and body to arrive
+  bool log_requests = false;      // one line per request on stderr: route, status, streamed, time
 };
 
 using Handler = std::function<api::HttpResponse(const api::HttpRequest&)>;

@@ -178,6 +178,31 @@ class Messages(unittest.TestCase):
                     {"type": "text", "text": instructions}])
         self.assertEqual(plain.input_tokens, tagged.input_tokens)
 
+    def test_system_messages_among_turns(self):
+        """Claude Code sends its environment block as a "system" message after the first user
+        turn. Before any turn it joins the system prompt; later ones are user text in place."""
+        env = "# Environment\nPrimary working directory: /tmp/x"
+        ask = [{"role": "user", "content": [{"type": "text", "text": "<system-reminder>hi</system-reminder>"}]},
+               {"role": "system", "content": [{"type": "text", "text": env}]},
+               {"role": "user", "content": "Say hello."}]
+        status, body = post(self.base + "/v1/messages", {"model": "claude-x", "max_tokens": 2, "messages": ask})
+        self.assertEqual(status, 200, body)
+        # In place, as user text: the same tokens as one user turn holding all three texts.
+        merged = [{"role": "user", "content": "<system-reminder>hi</system-reminder>\n\n" + env + "\n\nSay hello."}]
+        a = self.client.messages.count_tokens(model="claude-x", messages=ask)
+        b = self.client.messages.count_tokens(model="claude-x", messages=merged)
+        self.assertEqual(a.input_tokens, b.input_tokens)
+        # First, it is the system prompt.
+        c = self.client.messages.count_tokens(model="claude-x", messages=[
+            {"role": "system", "content": env}, {"role": "user", "content": "Say hello."}])
+        d = self.client.messages.count_tokens(model="claude-x", system=env,
+                                              messages=[{"role": "user", "content": "Say hello."}])
+        self.assertEqual(c.input_tokens, d.input_tokens)
+        status, body = post(self.base + "/v1/messages", {"model": "claude-x", "max_tokens": 2, "messages": [
+            {"role": "tool", "content": "x"}]})
+        self.assertEqual(status, 400, body)
+        self.assertIn("messages.0.role", body["error"]["message"])
+
     def test_unknown_beta_header_is_ignored(self):
         client = anthropic.Anthropic(base_url=self.base, api_key="any", max_retries=0,
                                      default_headers={"anthropic-beta": "made-up-feature-2099-01-01",
