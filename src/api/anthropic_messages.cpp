@@ -90,6 +90,8 @@ Result<Prepared> prepare(Service& service, const Body& body) {
   for (const char* key : {"temperature", "top_p", "top_k"}) {
     if (body.contains(key)) sampling[key] = body[key];
   }
+  if (!sampling.contains("temperature") && service.info().default_temperature)
+    sampling["temperature"] = *service.info().default_temperature;
   const int64_t context = service.engine().model().context;
   TERN_TRY(read_sampling(sampling, p.request, context));
   if (body.contains("stop_sequences") && !body["stop_sequences"].is_null()) {

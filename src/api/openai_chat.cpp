@@ -260,6 +260,9 @@ HttpResponse chat_completions(Service& service, const HttpRequest& http) {
 
   Request request;
   request.prompt = engine.model().tokenizer->encode(*rendered, false, true);
+  if ((!body.contains("temperature") || body["temperature"].is_null()) &&
+      service.info().default_temperature)
+    body["temperature"] = *service.info().default_temperature;
   if (auto ok = read_sampling(body, request, engine.model().context, engine.model().context); !ok) {
     return error_response(ErrorFlavor::OpenAI, 400, ok.error().message);
   }

@@ -159,6 +159,8 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   for (const char* key : {"temperature", "top_p", "max_output_tokens"}) {
     if (body.contains(key)) sampling[key] = body[key];
   }
+  if (!sampling.contains("temperature") && service.info().default_temperature)
+    sampling["temperature"] = *service.info().default_temperature;
   if (auto ok = read_sampling(sampling, request, context, context); !ok)
     return bad_request(ok.error().message);
   request.options.max_tokens = std::min<int64_t>(

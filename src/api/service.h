@@ -18,6 +18,8 @@ struct ServiceInfo {
   std::string model_name;            // what /v1/models lists and responses report
   std::vector<std::string> aliases;  // other names clients may use (store name, file stem)
   int64_t created = 0;               // unix time the server started
+  // Temperature for requests that set none (tern serve --temp); unset: each API's default.
+  std::optional<float> default_temperature;
 };
 
 class Service {

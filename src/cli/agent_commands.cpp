@@ -31,6 +31,7 @@ struct AgentArgs {
   int64_t threads = 0;
   int64_t parallel = 2;
   int64_t max_output = 0;
+  float temperature = -1;
   std::string api_key;
   std::string agent_path;
   double ready_timeout = 120;
@@ -73,6 +74,7 @@ std::vector<std::string> serve_flags(const AgentArgs& a) {
   if (a.threads > 0) flags.insert(flags.end(), {"--threads", std::to_string(a.threads)});
   if (a.max_output > 0) flags.insert(flags.end(), {"--max-output", std::to_string(a.max_output)});
   if (!a.api_key.empty()) flags.insert(flags.end(), {"--api-key", a.api_key});
+  if (a.temperature >= 0) flags.insert(flags.end(), {"--temp", fmt::format("{}", a.temperature)});
   return flags;
 }
 
@@ -262,6 +264,10 @@ void add_agent_command(CLI::App& app, CommandContext& ctx, const AgentProfile& p
                   "Cap on tokens generated per request (the server's --max-output), told to the "
                   "agent as its output limit (0: a quarter of the context, at most 32K)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("--temp", a->temperature,
+                  "Temperature of a server Tern starts, for requests that set none (tern serve "
+                  "--temp)")
+      ->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--api-key", a->api_key,
                   "Key a server Tern starts requires, and the agent sends (default: any)");
   cmd->add_option("--agent-path", a->agent_path,

@@ -29,6 +29,7 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     bool no_prefix_cache = false;
     bool log_requests = false;
     int64_t max_output = 0;
+    float temperature = -1;
   };
   auto a = std::make_shared<Args>();
   a->model.add_to(*cmd);
@@ -50,6 +51,9 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
                   "Cap on tokens generated per request; a request asking for more gets this many "
                   "(0: no cap beyond the context)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("--temp", a->temperature,
+                  "Temperature for requests that set none (default: each API's own, 1.0)")
+      ->check(CLI::Range(0.0f, 100.0f));
   cmd->add_flag("--log-requests", a->log_requests,
                 "Log each request (route, status, streamed or not, time) and its token usage to "
                 "stderr");
@@ -89,6 +93,7 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     // Clients may name the model as it was given, by its file's stem or by its GGUF name.
     info.aliases = {a->model.model, std::filesystem::path(m.path).stem().string(), m.info.name};
     info.created = api::unix_time();
+    if (a->temperature >= 0) info.default_temperature = a->temperature;
     api::Service service(engine, info);
     server::ServerOptions so;
     so.host = a->host;

@@ -141,18 +141,11 @@ AgentLaunch aider(const AgentProfile& self, const Endpoint& e, const std::string
   l.files.push_back({path, metadata.dump(2) + "\n", "json"});
   // litellm would fetch its price list from the internet at start.
   l.env = {{"LITELLM_LOCAL_MODEL_COST_MAP", "True"}};
-  l.argv = {self.binary,
-            "--model",
-            name,
-            "--openai-api-base",
-            e.base_url + "/v1",
-            "--openai-api-key",
-            e.api_key,
-            "--model-metadata-file",
-            path,
-            "--no-check-update",
+  l.argv = {self.binary, "--model", name, "--openai-api-base", e.base_url + "/v1",
+            "--openai-api-key", e.api_key, "--model-metadata-file", path, "--no-check-update",
             "--no-show-release-notes",
-            "--analytics-disable"};
+            // For this session only: --analytics-disable would write a permanent setting.
+            "--no-analytics"};
   append(l.argv, args);
   return l;
 }
