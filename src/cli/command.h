@@ -5,6 +5,9 @@
 
 #include <string>
 
+#include "base/error.h"
+#include "io/model_store.h"
+
 namespace tern::cli {
 
 // Shared by every command: where the model store lives.
@@ -32,6 +35,11 @@ void add_chat_command(CLI::App& app, CommandContext& ctx);
 void add_pull_command(CLI::App& app, CommandContext& ctx);
 // The coding-agent launchers: `tern claude`, `tern codex`, ... (agent_commands.cpp).
 void add_agent_commands(CLI::App& app, CommandContext& ctx);
+
+// Validates a GGUF file (its architecture and metadata) and adds it to the store as `name`
+// (import_command.cpp; used by import and pull).
+Result<StoredModel> add_gguf_to_store(const ModelStore& store, const std::string& name,
+                                      const std::string& gguf_path, bool link);
 
 // Prints "error: message" to stderr and returns the exit status for a failure.
 int report_error(const std::string& message);

@@ -16,6 +16,16 @@
 
 namespace tern::cli {
 
+Result<StoredModel> add_gguf_to_store(const ModelStore& store, const std::string& name,
+                                      const std::string& gguf_path, bool link) {
+  auto gguf = GgufFile::open(gguf_path);
+  if (!gguf) return gguf.error();
+  auto info = model_info_from_gguf(*gguf);
+  if (!info) return info.error();
+  return store.add(name, gguf->paths(),
+                   {info->architecture, info->quantization, info->parameter_count}, link);
+}
+
 void add_import_command(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
       "import",
@@ -78,24 +88,14 @@ void add_import_command(CLI::App& app, CommandContext& ctx) {
     } else {
       files.push_back(a->source);
     }
-    auto gguf = GgufFile::open(files.front());
-    if (!gguf) {
-      ctx.exit_code = report_error(gguf.error().message);
-      return;
-    }
-    auto info = model_info_from_gguf(*gguf);
-    if (!info) {
-      ctx.exit_code = report_error(info.error().message);
-      return;
-    }
-    auto added = store.add(a->name, gguf->paths(),
-                           {info->architecture, info->quantization, info->parameter_count}, link);
+    auto added = add_gguf_to_store(store, a->name, files.front(), link);
     if (!added) {
       ctx.exit_code = report_error(added.error().message);
       return;
     }
-    fmt::print("imported {} ({} {}, {} parameters) into {}\n", added->name, info->architecture,
-               info->quantization, format_parameter_count(info->parameter_count), added->directory);
+    fmt::print("imported {} ({} {}, {} parameters) into {}\n", added->name, added->architecture,
+               added->quantization, format_parameter_count(added->parameter_count),
+               added->directory);
   });
 }
 

@@ -9,7 +9,6 @@
 #include "base/progress_bar.h"
 #include "cli/command.h"
 #include "config/model_info.h"
-#include "io/gguf_file.h"
 #include "io/hub_client.h"
 #include "io/model_store.h"
 
@@ -109,27 +108,15 @@ void add_pull_command(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = report_error(ok.error().message);
       return;
     }
-    auto gguf = GgufFile::open(dest);
-    if (!gguf) {
-      ctx.exit_code = report_error(gguf.error().message);
-      return;
-    }
-    auto info = model_info_from_gguf(*gguf);
-    if (!info) {
-      ctx.exit_code = report_error(info.error().message);
-      return;
-    }
-    auto added =
-        store.add(name, {dest}, {info->architecture, info->quantization, info->parameter_count},
-                  /*link=*/true);
+    auto added = add_gguf_to_store(store, name, dest, /*link=*/true);
     if (!added) {
       ctx.exit_code = report_error(added.error().message);
       return;
     }
     std::filesystem::remove(dest, ec);  // the store holds a hard link (or a copy)
     fmt::print("pulled {} ({} {}, {} parameters, sha256 {}) into {}\n", added->name,
-               info->architecture, info->quantization,
-               format_parameter_count(info->parameter_count),
+               added->architecture, added->quantization,
+               format_parameter_count(added->parameter_count),
                file->sha256.empty() ? "not listed" : file->sha256.substr(0, 12), added->directory);
   });
 }
