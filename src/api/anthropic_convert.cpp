@@ -1,4 +1,6 @@
 // Anthropic request bodies -> the Hugging Face chat-template format.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "api/anthropic_messages.h"
@@ -153,20 +155,25 @@ Result<void> convert_assistant(const json& content, const std::string& where, or
   return {};
 }
 
-// Claude Code sends "system" messages among the turns (its environment block after the first
-// user message). Before any turn they join the system prompt; later ones become user text in
-// place, since many chat templates allow a system message only first, and moving it to the front
-// would change the prompt's first tokens (and so defeat prefix reuse) whenever it changes.
+// Claude Code sends "system" messages among the turns (its environment block, with the working
+// directory and today's date, after the first user message). Until the first assistant turn they
+// join the system prompt: the user's question then stays the last thing before the reply (a small
+// model otherwise answers the environment block instead), and since such a block sits before the
+// first reply in every later request of the session, the prompt's first tokens stay the same from
+// turn to turn. Later ones become user text in place, since many chat templates allow a system
+// message only first, and moving one to the front would change the first tokens of a long
+// conversation (and so defeat prefix reuse).
 Result<void> convert_system_message(const json& content, const std::string& where,
                                     ordered_json& out) {
   auto text = blocks_text(content, where + ".content");
   if (!text) return text.error();
   if (text->empty()) return {};
-  const bool before_turns = out.empty() || (out.size() == 1 && out[0]["role"] == "system");
-  if (!before_turns) {
+  const bool before_replies = std::none_of(
+      out.begin(), out.end(), [](const ordered_json& m) { return m["role"] == "assistant"; });
+  if (!before_replies) {
     append_message(out, ordered_json{{"role", "user"}, {"content", *text}});
-  } else if (out.empty()) {
-    out.push_back({{"role", "system"}, {"content", *text}});
+  } else if (out.empty() || out[0]["role"] != "system") {
+    out.insert(out.begin(), ordered_json{{"role", "system"}, {"content", *text}});
   } else {
     out[0]["content"] = out[0]["content"].get<std::string>() + "\n\n" + *text;
   }

@@ -180,24 +180,31 @@ class Messages(unittest.TestCase):
 
     def test_system_messages_among_turns(self):
         """Claude Code sends its environment block as a "system" message after the first user
-        turn. Before any turn it joins the system prompt; later ones are user text in place."""
+        turn. Until the first assistant turn it joins the system prompt (so the question stays
+        last); after one it is user text in place."""
         env = "# Environment\nPrimary working directory: /tmp/x"
         ask = [{"role": "user", "content": [{"type": "text", "text": "<system-reminder>hi</system-reminder>"}]},
                {"role": "system", "content": [{"type": "text", "text": env}]},
                {"role": "user", "content": "Say hello."}]
         status, body = post(self.base + "/v1/messages", {"model": "claude-x", "max_tokens": 2, "messages": ask})
         self.assertEqual(status, 200, body)
-        # In place, as user text: the same tokens as one user turn holding all three texts.
-        merged = [{"role": "user", "content": "<system-reminder>hi</system-reminder>\n\n" + env + "\n\nSay hello."}]
-        a = self.client.messages.count_tokens(model="claude-x", messages=ask)
-        b = self.client.messages.count_tokens(model="claude-x", messages=merged)
+        # Before any reply: the same tokens as the block appended to the system prompt.
+        as_system = [{"role": "user", "content": "<system-reminder>hi</system-reminder>\n\nSay hello."}]
+        a = self.client.messages.count_tokens(model="claude-x", system="Be brief.", messages=ask)
+        b = self.client.messages.count_tokens(model="claude-x", system="Be brief.\n\n" + env, messages=as_system)
         self.assertEqual(a.input_tokens, b.input_tokens)
-        # First, it is the system prompt.
-        c = self.client.messages.count_tokens(model="claude-x", messages=[
-            {"role": "system", "content": env}, {"role": "user", "content": "Say hello."}])
-        d = self.client.messages.count_tokens(model="claude-x", system=env,
-                                              messages=[{"role": "user", "content": "Say hello."}])
+        c = self.client.messages.count_tokens(model="claude-x", messages=ask)
+        d = self.client.messages.count_tokens(model="claude-x", system=env, messages=as_system)
         self.assertEqual(c.input_tokens, d.input_tokens)
+        # After a reply: in place, as user text joined to the next user turn.
+        later = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."},
+                 {"role": "system", "content": env}, {"role": "user", "content": "Say hello."}]
+        in_place = later[:2] + [{"role": "user", "content": env + "\n\nSay hello."}]
+        e = self.client.messages.count_tokens(model="claude-x", messages=later)
+        f = self.client.messages.count_tokens(model="claude-x", messages=in_place)
+        g = self.client.messages.count_tokens(model="claude-x", system=env, messages=[later[0], later[1], later[3]])
+        self.assertEqual(e.input_tokens, f.input_tokens)
+        self.assertNotEqual(e.input_tokens, g.input_tokens)
         status, body = post(self.base + "/v1/messages", {"model": "claude-x", "max_tokens": 2, "messages": [
             {"role": "tool", "content": "x"}]})
         self.assertEqual(status, 400, body)
