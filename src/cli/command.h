@@ -37,9 +37,11 @@ void add_pull_command(CLI::App& app, CommandContext& ctx);
 void add_agent_commands(CLI::App& app, CommandContext& ctx);
 
 // Validates a GGUF file (its architecture and metadata) and adds it to the store as `name`
-// (import_command.cpp; used by import and pull).
+// (import_command.cpp; used by import and pull). `source` is recorded as where it came from
+// (default: the file's path).
 Result<StoredModel> add_gguf_to_store(const ModelStore& store, const std::string& name,
-                                      const std::string& gguf_path, bool link);
+                                      const std::string& gguf_path, bool link,
+                                      const std::string& source = {});
 
 // Prints "error: message" to stderr and returns the exit status for a failure.
 int report_error(const std::string& message);

@@ -4,86 +4,35 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "backend/cpu/cpu_features.h"
 #include "base/progress_bar.h"
 #include "cli/command.h"
+#include "cli/machine_info.h"
 #include "config/model_info.h"
 #include "io/catalog.h"
 #include "io/model_store.h"
 
 namespace tern::cli {
-namespace {
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
-// MemTotal and MemAvailable from /proc/meminfo, in bytes.
-std::pair<uint64_t, uint64_t> memory() {
-  std::ifstream in("/proc/meminfo");
-  uint64_t total = 0, available = 0;
-  for (std::string key; in >> key;) {
-    uint64_t kb = 0;
-    in >> kb;
-    if (key == "MemTotal:") total = kb * 1024;
-    if (key == "MemAvailable:") available = kb * 1024;
-    in.ignore(64, '\n');
-  }
-  return {total, available};
-}
-
-struct Gpu {
-  std::string name;
-  uint64_t memory_bytes = 0;
-  std::string driver;
-};
-
-// GPUs as the NVIDIA driver reports them (nvidia-smi), without needing a CUDA build.
-std::vector<Gpu> gpus() {
-  std::vector<Gpu> out;
-  FILE* p = ::popen(
-      "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits "
-      "2>/dev/null",
-      "r");
-  if (p == nullptr) return out;
-  char line[512];
-  while (std::fgets(line, sizeof line, p) != nullptr) {
-    std::string s(line);
-    auto a = s.find(','), b = s.find(',', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    Gpu g;
-    g.name = s.substr(0, a);
-    g.memory_bytes = std::strtoull(s.c_str() + a + 1, nullptr, 10) << 20;
-    g.driver = s.substr(b + 2, s.find_last_not_of(" \n") - b - 1);
-    out.push_back(g);
-  }
-  ::pclose(p);
-  return out;
-}
-
-}  // namespace
 
 void add_doctor_command(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("doctor", "Describe this machine and which models fit it");
   auto json = std::make_shared<bool>(false);
   auto context = std::make_shared<int64_t>(8192);
   cmd->add_flag("--json", *json, "Print JSON");
+  auto memory_text = std::make_shared<std::string>();
   cmd->add_option("--context", *context, "Context tokens to leave room for")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 22))
       ->capture_default_str();
-  cmd->callback([&ctx, json, context] {
+  cmd->add_option("--memory", *memory_text,
+                  "Plan for this much memory instead of this machine's (e.g. 24G, 80GiB)");
+  cmd->callback([&ctx, json, context, memory_text] {
     const auto f = cpu::detect_cpu_features();
-    const auto [mem_total, mem_available] = memory();
+    const MemoryInfo mem = memory_info();
+    const uint64_t mem_total = mem.total, mem_available = mem.available;
     struct statvfs vfs {};
     std::error_code ec;
     std::filesystem::create_directories(ctx.global.home, ec);
@@ -91,20 +40,20 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
                              ? static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize
                              : 0;
     auto gpu_list = gpus();
-    auto catalog = Catalog::builtin();
+    auto catalog = Catalog::load();
     if (!catalog) {
       ctx.exit_code = report_error(catalog.error().message);
       return;
     }
-    // Memory a model may use: the largest GPU's, else the RAM available now, minus 1 GiB.
-    uint64_t budget = mem_available;
-    std::string budget_where = "RAM available";
-    if (!gpu_list.empty()) {
-      budget = 0;
-      budget_where = "GPU memory";
-      for (const auto& g : gpu_list) budget = std::max(budget, g.memory_bytes);
+    MemoryBudget budget = memory_budget(gpu_list, mem);
+    if (!memory_text->empty()) {
+      budget = {parse_memory_size(*memory_text), "--memory"};
+      if (budget.bytes == 0) {
+        ctx.exit_code = report_error(
+            fmt::format("--memory {}: not a size (e.g. 24G, 80GiB, 512M)", *memory_text));
+        return;
+      }
     }
-    const uint64_t reserve = uint64_t{1} << 30;
     std::vector<std::string> feature_names;
     auto add_feature = [&](bool has, const char* name) {
       if (has) feature_names.emplace_back(name);
@@ -122,15 +71,17 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
 
     nlohmann::json fits = nlohmann::json::array();
     for (const auto& m : catalog->models) {
-      const uint64_t kv = m.kv_bytes(std::min(*context, m.context));
       nlohmann::json quants = nlohmann::json::array();
-      for (const auto& q : catalog->quantizations) {
-        const auto weights =
-            static_cast<uint64_t>(static_cast<double>(m.parameters) * q.bits_per_weight / 8.0);
-        if (weights + kv + reserve <= budget)
-          quants.push_back({{"quantization", q.name}, {"bytes", weights + kv}});
+      for (const auto& fit : catalog->fits(m, budget.bytes, *context)) {
+        if (fit.fits)
+          quants.push_back(
+              {{"quantization", fit.quantization}, {"bytes", fit.weight_bytes + fit.kv_bytes}});
       }
-      fits.push_back({{"model", m.name}, {"parameters", m.parameters}, {"fits", quants}});
+      const auto best = catalog->recommend(m, budget.bytes, *context);
+      fits.push_back({{"model", m.name},
+                      {"parameters", m.parameters},
+                      {"recommended", best ? nlohmann::json(*best) : nlohmann::json()},
+                      {"fits", quants}});
     }
     if (*json) {
       nlohmann::json out;
@@ -144,7 +95,8 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
       for (const auto& x : gpu_list)
         g.push_back({{"name", x.name}, {"memory", x.memory_bytes}, {"driver", x.driver}});
       out["gpus"] = g;
-      out["budget"] = {{"bytes", budget}, {"from", budget_where}, {"context_tokens", *context}};
+      out["budget"] = {
+          {"bytes", budget.bytes}, {"from", budget.from}, {"context_tokens", *context}};
       out["catalog"] = fits;
       fmt::print("{}\n", out.dump(2));
       return;
@@ -163,15 +115,22 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
         fmt::print("gpu       {}, {}, driver {}\n", g.name, format_bytes(g.memory_bytes), g.driver);
       }
     }
-    fmt::print("\nModels that fit in {} of {} with {} tokens of context (most precise first):\n",
-               format_bytes(budget), budget_where, *context);
-    fmt::print("  {:<22} {:>8}  {}\n", "MODEL", "PARAMS", "QUANTIZATIONS THAT FIT");
+    fmt::print(
+        "\nCatalog models for {} of {} with {} tokens of context (tern pull NAME gets the "
+        "recommended one):\n",
+        format_bytes(budget.bytes), budget.from, *context);
+    fmt::print("  {:<22} {:>8}  {:<12} {}\n", "MODEL", "PARAMS", "RECOMMENDED", "ALSO FITS");
     for (const auto& entry : fits) {
-      std::vector<std::string> names;
-      for (const auto& q : entry["fits"]) names.push_back(q["quantization"].get<std::string>());
-      fmt::print("  {:<22} {:>8}  {}\n", entry["model"].get<std::string>(),
+      std::vector<std::string> others;
+      for (const auto& q : entry["fits"]) {
+        if (q["quantization"] != entry["recommended"])
+          others.push_back(q["quantization"].get<std::string>());
+      }
+      fmt::print("  {:<22} {:>8}  {:<12} {}\n", entry["model"].get<std::string>(),
                  format_parameter_count(entry["parameters"].get<uint64_t>()),
-                 names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, " ")));
+                 entry["recommended"].is_null() ? std::string("(none fits)")
+                                                : entry["recommended"].get<std::string>(),
+                 fmt::format("{}", fmt::join(others, " ")));
     }
   });
 }

@@ -17,13 +17,14 @@
 namespace tern::cli {
 
 Result<StoredModel> add_gguf_to_store(const ModelStore& store, const std::string& name,
-                                      const std::string& gguf_path, bool link) {
+                                      const std::string& gguf_path, bool link,
+                                      const std::string& source) {
   auto gguf = GgufFile::open(gguf_path);
   if (!gguf) return gguf.error();
   auto info = model_info_from_gguf(*gguf);
   if (!info) return info.error();
   return store.add(name, gguf->paths(),
-                   {info->architecture, info->quantization, info->parameter_count}, link);
+                   {info->architecture, info->quantization, info->parameter_count, source}, link);
 }
 
 void add_import_command(CLI::App& app, CommandContext& ctx) {

@@ -157,12 +157,12 @@ HubClient::HubClient(HubOptions options) : options_(std::move(options)) {
   ensure_curl();
 }
 
-Result<std::vector<HubFile>> HubClient::list_files(const std::string& repo,
-                                                   const std::string& revision) const {
+// GET an API route of the hub; the body of a 200 answer, else an error saying what went wrong.
+Result<std::string> HubClient::get_api(const std::string& route, const std::string& repo,
+                                       const std::string& revision) const {
   CurlHandle curl(curl_easy_init(), curl_easy_cleanup);
   if (!curl) return make_error("cannot start an HTTP client");
-  const std::string url = options_.endpoint + "/api/models/" + repo + "/tree/" +
-                          encode_path(curl.get(), revision) + "?recursive=true";
+  const std::string url = options_.endpoint + "/api/models/" + repo + route;
   std::string body;
   HeaderList headers = auth_headers(options_);
   common_options(curl.get(), options_);
@@ -180,7 +180,31 @@ Result<std::vector<HubFile>> HubClient::list_files(const std::string& repo,
   }
   if (status == 404) return make_error("{}: no repository {} at revision {}", url, repo, revision);
   if (status != 200) return make_error("{}: HTTP {}", url, status);
-  const auto json = nlohmann::json::parse(body, nullptr, false);
+  return body;
+}
+
+Result<std::string> HubClient::resolve_revision(const std::string& repo,
+                                                const std::string& revision) const {
+  CurlHandle curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return make_error("cannot start an HTTP client");
+  auto body = get_api("/revision/" + encode_path(curl.get(), revision), repo, revision);
+  if (!body) return body.error();
+  const auto json = nlohmann::json::parse(*body, nullptr, false);
+  const std::string sha = json.is_object() ? json.value("sha", "") : "";
+  if (sha.size() != 40 || sha.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return make_error("{}@{}: the hub's answer names no commit", repo, revision);
+  return sha;
+}
+
+Result<std::vector<HubFile>> HubClient::list_files(const std::string& repo,
+                                                   const std::string& revision) const {
+  CurlHandle curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return make_error("cannot start an HTTP client");
+  auto body =
+      get_api("/tree/" + encode_path(curl.get(), revision) + "?recursive=true", repo, revision);
+  if (!body) return body.error();
+  const std::string url = options_.endpoint + "/api/models/" + repo + "/tree/" + revision;
+  const auto json = nlohmann::json::parse(*body, nullptr, false);
   if (!json.is_array()) return make_error("{}: the hub's answer is not a file list", url);
   std::vector<HubFile> files;
   for (const auto& entry : json) {

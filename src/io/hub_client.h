@@ -41,6 +41,10 @@ class HubClient {
  public:
   explicit HubClient(HubOptions options);
 
+  // The commit (40 hex digits) that `revision` (a branch, tag or commit) names now:
+  // GET {endpoint}/api/models/{repo}/revision/{revision}, its "sha".
+  Result<std::string> resolve_revision(const std::string& repo, const std::string& revision) const;
+
   // Every file of `repo` at `revision` (a branch, tag or commit).
   Result<std::vector<HubFile>> list_files(const std::string& repo,
                                           const std::string& revision) const;
@@ -50,6 +54,9 @@ class HubClient {
                         const std::string& dest, const DownloadProgress& progress = {}) const;
 
  private:
+  Result<std::string> get_api(const std::string& route, const std::string& repo,
+                              const std::string& revision) const;
+
   HubOptions options_;
 };
 

@@ -167,7 +167,8 @@ Result<StoredModel> ModelStore::add(const std::string& name, const std::vector<s
   manifest["architecture"] = described.architecture;
   manifest["quantization"] = described.quantization;
   manifest["parameter_count"] = described.parameter_count;
-  manifest["source"] = fs::absolute(files.front(), ec).string();
+  manifest["source"] =
+      described.source.empty() ? fs::absolute(files.front(), ec).string() : described.source;
   std::string text = manifest.dump(2) + "\n";
   TERN_TRY(write_file_atomically((dir / kManifest).string(),
                                  {reinterpret_cast<const uint8_t*>(text.data()), text.size()}));

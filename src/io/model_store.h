@@ -25,6 +25,7 @@ struct ModelDescription {
   std::string architecture;
   std::string quantization;
   uint64_t parameter_count = 0;
+  std::string source;  // recorded as the model's source; empty: the first file's path
 };
 
 class ModelStore {

@@ -29,7 +29,7 @@ class ModelStoreTest : public ::testing::Test {
 TEST_F(ModelStoreTest, AddsListsResolvesAndRemoves) {
   ModelStore store((root_ / "home").string());
   EXPECT_TRUE(store.list()->empty());
-  auto added = store.add("tiny", {source_}, {"llama", "Q4_0", 1234}, false);
+  auto added = store.add("tiny", {source_}, {"llama", "Q4_0", 1234, ""}, false);
   ASSERT_TRUE(added.ok()) << added.error().message;
   EXPECT_EQ(added->architecture, "llama");
   EXPECT_EQ(added->size_bytes, fs::file_size(source_));
@@ -39,6 +39,7 @@ TEST_F(ModelStoreTest, AddsListsResolvesAndRemoves) {
   EXPECT_EQ((*models)[0].name, "tiny");
   EXPECT_EQ((*models)[0].quantization, "Q4_0");
   EXPECT_EQ((*models)[0].parameter_count, 1234u);
+  EXPECT_EQ((*models)[0].source, fs::absolute(source_).string());  // no source given: the path
 
   auto path = store.resolve_model_file("tiny");
   ASSERT_TRUE(path.ok());
@@ -54,9 +55,11 @@ TEST_F(ModelStoreTest, AddsListsResolvesAndRemoves) {
 
 TEST_F(ModelStoreTest, LinksWhenAsked) {
   ModelStore store((root_ / "home").string());
-  auto added = store.add("linked", {source_}, {"llama", "F16", 1}, true);
+  auto added =
+      store.add("linked", {source_}, {"llama", "F16", 1, "hf://org/repo@abc/x.gguf"}, true);
   ASSERT_TRUE(added.ok()) << added.error().message;
   EXPECT_EQ(fs::hard_link_count(source_), 2u);
+  EXPECT_EQ(added->source, "hf://org/repo@abc/x.gguf");  // a download records where it came from
 }
 
 TEST_F(ModelStoreTest, RejectsBadNamesAndMissingFiles) {
