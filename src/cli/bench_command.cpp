@@ -48,7 +48,10 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON");
-  cmd->callback([&ctx, a] {
+  add_bench_compare_command(*cmd, ctx);
+  cmd->require_subcommand(0, 1);
+  cmd->callback([&ctx, a, cmd] {
+    if (cmd->got_subcommand("compare")) return;
     int64_t longest = 0;
     for (auto p : a->prompt_tokens) {
       for (auto n : a->gen_tokens) longest = std::max(longest, p + n + 1);

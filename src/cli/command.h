@@ -28,6 +28,8 @@ void add_rm_command(CLI::App& app, CommandContext& ctx);
 void add_tokenize_command(CLI::App& app, CommandContext& ctx);
 void add_detokenize_command(CLI::App& app, CommandContext& ctx);
 void add_bench_command(CLI::App& app, CommandContext& ctx);
+// `tern bench compare` (bench_compare_command.cpp), under `tern bench`.
+void add_bench_compare_command(CLI::App& bench, CommandContext& ctx);
 void add_doctor_command(CLI::App& app, CommandContext& ctx);
 void add_serve_command(CLI::App& app, CommandContext& ctx);
 void add_run_command(CLI::App& app, CommandContext& ctx);
