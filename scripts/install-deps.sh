@@ -10,6 +10,7 @@ apt_packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev clang-format pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libcli11-dev libcpp-httplib-dev libpcre2-dev libicu-dev libxxhash-dev libssl-dev libcurl4-openssl-dev
+  libopenmpi-dev openmpi-bin  # tensor parallelism over CPU ranks (src/backend/comm, its mpirun tests)
   python3 python3-venv python3-pip
   chromium  # headless browser for tests/server/test_chat_page.py (driven by PyPI playwright)
 )
