@@ -58,6 +58,10 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     }
     ModelOptions mo = a->model;
     if (mo.context == 0) mo.context = longest;
+    if (mo.follows()) {  // --tp: ranks other than 0 only run rank 0's forward passes
+      ctx.exit_code = mo.follow(ctx);
+      return;
+    }
     auto loaded = mo.load(ctx);
     if (!loaded) {
       ctx.exit_code = report_error(loaded.error().message);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "config/tokenizer_spec.h"
+#include "engine/tp_ranks.h"
 #include "io/model_store.h"
 
 namespace tern::cli {
@@ -27,6 +28,24 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--kv-type", kv_type, "KV cache element type: f16, bf16, q8_0, f32")
       ->check(CLI::IsMember({"f16", "bf16", "q8_0", "f32"}, CLI::ignore_case))
       ->capture_default_str();
+  cmd.add_option("--tp", tp,
+                 "Tensor parallelism: split the model over N processes started by mpirun "
+                 "(`mpirun -np N tern ... --tp N`); rank 0 does the I/O")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+}
+
+bool ModelOptions::follows() const {
+  const LaunchedRanks r = launched_ranks();
+  return tp > 1 && r.size > 1 && r.rank != 0;
+}
+
+int ModelOptions::follow(const CommandContext& ctx, int64_t sequences) const {
+  auto loaded = load(ctx, false, sequences);
+  Result<void> done = loaded ? (*loaded)->follow() : Result<void>{loaded.error()};
+  if (done) return 0;
+  if (done.error().code == kErrorReportedByRank0) return 1;
+  return report_error(done.error().message);
 }
 
 Result<std::unique_ptr<LoadedModel>> ModelOptions::load(const CommandContext& ctx, bool progress,
@@ -41,6 +60,7 @@ Result<std::unique_ptr<LoadedModel>> ModelOptions::load(const CommandContext& ct
   o.kv_type = *tensor_type_from_name(kv_type);
   o.progress = progress && ::isatty(STDERR_FILENO);
   o.sequences = sequences;
+  o.tp = tp;
   return load_model_file(*path, o);
 }
 

@@ -1,5 +1,5 @@
 // The flags every command that loads a model shares: --model, --device, --threads, --ctx,
-// --kv-type; and the sampling flags of run/chat.
+// --kv-type, --tp; and the sampling flags of run/chat.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,11 +21,18 @@ struct ModelOptions {
   size_t threads = 0;
   int64_t context = 0;
   std::string kv_type = "f16";
+  int tp = 1;  // tensor parallelism: ranks (processes under mpirun) the model is split over
 
   void add_to(CLI::App& cmd);
   // Resolves the model name or path and loads it; errors are ready to print.
   Result<std::unique_ptr<LoadedModel>> load(const CommandContext& ctx, bool progress = true,
                                             int64_t sequences = 1) const;
+
+  // With --tp N under mpirun, whether this process is a rank other than 0. Such a rank does no
+  // I/O: the command calls follow() (with the `sequences` rank 0 loads with) and returns its
+  // exit code.
+  bool follows() const;
+  int follow(const CommandContext& ctx, int64_t sequences = 1) const;
 };
 
 struct SamplingOptions {

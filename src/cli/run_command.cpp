@@ -33,6 +33,10 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
                 "Ask reasoning models not to think (enable_thinking=false)");
   cmd->add_flag("--stats", a->stats, "Print token counts and speed to stderr at the end");
   cmd->callback([&ctx, a, cmd] {
+    if (a->model.follows()) {  // --tp: ranks other than 0 only run rank 0's forward passes
+      ctx.exit_code = a->model.follow(ctx);
+      return;
+    }
     std::string prompt = a->prompt;
     if (!cmd->count("prompt")) {
       prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());

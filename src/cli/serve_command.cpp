@@ -60,6 +60,10 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--served-name", a->name,
                   "Model name reported by /v1/models (default: the model's name)");
   cmd->callback([&ctx, a] {
+    if (a->model.follows()) {  // --tp: ranks other than 0 only run rank 0's forward passes
+      ctx.exit_code = a->model.follow(ctx, a->parallel);
+      return;
+    }
     // Signals are taken by one thread with sigwait, so every other thread runs undisturbed.
     sigset_t signals;
     sigemptyset(&signals);

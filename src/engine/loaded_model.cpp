@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <thread>
 
 #include "backend/cpu_device/cpu_device.h"
 #ifdef TERN_HAVE_CUDA
@@ -10,6 +11,7 @@
 #include "base/progress_bar.h"
 #include "config/hf_model.h"
 #include "config/tokenizer_spec.h"
+#include "engine/tp_ranks.h"
 
 namespace tern {
 namespace {
@@ -48,8 +50,9 @@ int64_t default_context(const LoadedModel& m, TensorType kv_type, int64_t sequen
                         uint64_t available, uint64_t reserve) {
   const ModelShape& s = m.model->shape();
   const auto& info = tensor_type_info(kv_type);
-  const double bytes_per_token = static_cast<double>(s.layers * s.kv_heads * s.head_dim * 2) *
-                                 info.block_bytes / info.block_elements;
+  const double bytes_per_token =
+      static_cast<double>(s.layers * s.cached_kv_heads() * s.head_dim * 2) * info.block_bytes /
+      info.block_elements;
   int64_t fit = s.context_length;
   if (available > reserve && bytes_per_token > 0) {
     fit = static_cast<int64_t>(0.9 * static_cast<double>(available - reserve) /
@@ -92,27 +95,75 @@ Result<void> make_cuda_device(LoadedModel& m, const std::string& device) {
 }
 #endif
 
-}  // namespace
+// Whether the processes mpirun started (none: not under mpirun) fit --tp.
+Result<void> check_launch(const LaunchedRanks& launched, int tp) {
+  if (tp <= 1) {
+    if (launched.size > 1) {
+      return make_error(
+          "this process is one of {} that mpirun started, but --tp is {}: pass --tp {} to split "
+          "the model over them, or run tern without mpirun",
+          launched.size, tp, launched.size);
+    }
+    return {};
+  }
+  if (launched.size == 0) {
+    return make_error(
+        "--tp {} splits the model over {} processes, one rank each; start them with mpirun: "
+        "`mpirun -np {} tern <command> --tp {} ...` (add --oversubscribe when the machine has "
+        "fewer cores than ranks; as root, set OMPI_ALLOW_RUN_AS_ROOT=1 "
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)",
+        tp, tp, tp, tp);
+  }
+  if (launched.size != tp) {
+    return make_error("--tp {} needs {} processes, but mpirun started {}: use mpirun -np {}", tp,
+                      tp, launched.size, tp);
+  }
+  return {};
+}
 
-Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
-                                                     const LoadOptions& options) {
-  auto m = std::make_unique<LoadedModel>();
-  m->path = path;
+// Tensor parallelism: checks that mpirun started --tp processes and joins them. Each rank's CPU
+// threads default to its share of the host's; only rank 0 draws progress.
+Result<void> join_ranks(LoadedModel& m, LoadOptions& o) {
+  const LaunchedRanks launched = launched_ranks();
+  auto checked = check_launch(launched, o.tp);
+  if (!checked) {
+    // Every rank sees the same flags and environment: rank 0 alone says what is wrong.
+    if (launched.rank != 0) return Error{checked.error().message, kErrorReportedByRank0};
+    return checked;
+  }
+  if (o.tp <= 1) return {};
+  auto comm = make_mpi_communicator();
+  if (!comm) return comm.error();
+  if ((*comm)->size() != o.tp) {
+    return make_error("--tp {}: the MPI group has {} ranks", o.tp, (*comm)->size());
+  }
+  m.comm = std::move(*comm);
+  if (o.threads == 0) {
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    o.threads = std::max<size_t>(1, hw / static_cast<unsigned>(launched.local_size));
+  }
+  if (o.device == "cuda") o.device = fmt::format("cuda:{}", launched.local_rank);
+  o.progress = o.progress && m.comm->rank() == 0;
+  return {};
+}
+
+// The file, the device, the tokenizer and this rank's share of the weights.
+Result<bool> load_share(LoadedModel& m, const std::string& path, const LoadOptions& options) {
   // A GGUF file, or a Hugging Face directory (config.json + safetensors) opened as one.
   const bool hf_dir = is_hf_model_dir(path);
   auto file = hf_dir ? open_hf_model(path) : GgufFile::open(path);
   if (!file) return file.error();
-  m->file = std::move(*file);
-  auto info = model_info_from_gguf(m->file);
+  m.file = std::move(*file);
+  auto info = model_info_from_gguf(m.file);
   if (!info) return info.error();
-  m->info = *info;
+  m.info = *info;
   // Host memory by default; the GPU's free memory once the weights are on it.
   bool on_gpu = false;
   if (options.device == "cpu") {
-    m->device = std::make_unique<CpuDevice>(options.threads);
+    m.device = std::make_unique<CpuDevice>(options.threads);
   } else if (options.device == "cuda" || options.device.starts_with("cuda:")) {
 #ifdef TERN_HAVE_CUDA
-    TERN_TRY(make_cuda_device(*m, options.device));
+    TERN_TRY(make_cuda_device(m, options.device));
     on_gpu = true;
 #else
     return make_error(
@@ -123,58 +174,90 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
   } else {
     return make_error("unknown device '{}' (cpu or cuda)", options.device);
   }
-  if (const GgufValue* t = m->file.metadata().find("tokenizer.chat_template");
-      t && t->as_string()) {
-    m->chat_template = *t->as_string();
+  if (const GgufValue* t = m.file.metadata().find("tokenizer.chat_template"); t && t->as_string()) {
+    m.chat_template = *t->as_string();
   }
   if (hf_dir) {
     auto json_path = hf_tokenizer_json_path(path);
     if (!json_path) return make_error("{} has no tokenizer.json", path);
     auto tokenizer = Tokenizer::from_hf_json(*json_path);
     if (!tokenizer) return tokenizer.error();
-    m->tokenizer = std::move(*tokenizer);
+    m.tokenizer = std::move(*tokenizer);
   } else {
-    auto spec = tokenizer_spec_from_gguf(m->file);
+    auto spec = tokenizer_spec_from_gguf(m.file);
     if (!spec) return spec.error();
     auto tokenizer = Tokenizer::from_spec(*spec);
     if (!tokenizer) return tokenizer.error();
-    m->tokenizer = std::move(*tokenizer);
+    m.tokenizer = std::move(*tokenizer);
   }
-  prefetch(m->file, options.progress);
-  auto model = load_model(m->file, *m->device);
+  prefetch(m.file, options.progress);
+  auto model =
+      load_model(m.file, *m.device, m.comm ? TensorParallel::over(*m.comm) : TensorParallel{});
   if (!model) return model.error();
-  m->model = std::move(*model);
+  m.model = std::move(*model);
+  return on_gpu;
+}
 
-  const int64_t limit = m->model->shape().context_length;
+// The context one sequence may hold (rank 0's choice under tensor parallelism, so that every
+// rank's KV pool has the same blocks) and the KV cache.
+Result<void> make_cache(LoadedModel& m, const LoadOptions& options, bool on_gpu) {
+  const int64_t limit = m.model->shape().context_length;
   uint64_t available = 0, reserve = 0;
   if (on_gpu) {
 #ifdef TERN_HAVE_CUDA
-    auto gpu = cuda_device_info(static_cast<CudaDevice&>(*m->device).info().ordinal);
+    auto gpu = cuda_device_info(static_cast<CudaDevice&>(*m.device).info().ordinal);
     if (!gpu) return gpu.error();
     available = gpu->free_bytes;
     reserve = uint64_t{1} << 30;  // activations, cuBLAS, dequantized prefill tiles
 #endif
   } else {
     available = available_memory();
-    reserve = m->file.tensor_bytes() + (uint64_t{1} << 30);
+    reserve = m.file.tensor_bytes() + (uint64_t{1} << 30);
   }
   int64_t context = options.context > 0 ? options.context
-                                        : default_context(*m, options.kv_type,
+                                        : default_context(m, options.kv_type,
                                                           std::max<int64_t>(1, options.sequences),
                                                           available, reserve);
+  if (m.comm) TERN_TRY(m.comm->broadcast(&context, sizeof(context), 0));
   if (context > limit) {
     return make_error("--ctx {} is larger than the model's context length {}", context, limit);
   }
   if (context < 16) return make_error("--ctx {} is too small (at least 16 tokens)", context);
-  m->context = context;
+  m.context = context;
   if (options.sequences < 1 || options.sequences > 4096) {
     return make_error("the number of parallel sequences must be between 1 and 4096, not {}",
                       options.sequences);
   }
-  auto cache = KvCache::create(*m->device,
-                               m->model->kv_config(context * options.sequences, options.kv_type));
+  auto cache =
+      KvCache::create(*m.device, m.model->kv_config(context * options.sequences, options.kv_type));
   if (!cache) return cache.error();
-  m->cache = std::make_unique<KvCache>(std::move(*cache));
+  m.cache = std::make_unique<KvCache>(std::move(*cache));
+  return {};
+}
+
+}  // namespace
+
+Result<void> LoadedModel::follow() {
+  if (!follower()) return Error{"follow(): this process is not a follower rank"};
+  return follow_leader(*model, *cache, *comm);
+}
+
+Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
+                                                     const LoadOptions& options) {
+  auto m = std::make_unique<LoadedModel>();
+  m->path = path;
+  LoadOptions o = options;
+  TERN_TRY(join_ranks(*m, o));
+  auto on_gpu = load_share(*m, path, o);
+  Result<void> loaded = on_gpu ? Result<void>{} : Result<void>{on_gpu.error()};
+  if (m->comm) loaded = agree(*m->comm, std::move(loaded), "load its share of the model");
+  TERN_TRY(loaded);
+  Result<void> cached = make_cache(*m, o, *on_gpu);
+  if (m->comm) cached = agree(*m->comm, std::move(cached), "make its KV cache");
+  TERN_TRY(cached);
+  if (m->comm && m->comm->rank() == 0) {
+    m->model = make_leader_model(std::move(m->model), *m->comm);
+  }
   return m;
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/comm/communicator.h"
 #include "backend/device/device.h"
 #include "base/error.h"
 #include "config/model_info.h"
@@ -21,20 +22,31 @@ struct LoadOptions {
   int64_t sequences = 1;  // sequences the KV pool holds at full context
   TensorType kv_type = TensorType::F16;
   bool progress = true;  // draw a progress bar while touching the weights
+  // Tensor parallelism: the model split over this many processes, started by mpirun, one rank
+  // each (engine/tp_ranks.h). 1: the whole model in this process.
+  int tp = 1;
 };
 
 struct LoadedModel {
   std::string path;
   GgufFile file;
   ModelInfo info;
+  std::unique_ptr<Communicator> comm;  // tensor parallelism's ranks; null with --tp 1
   std::unique_ptr<Device> device;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::string chat_template;  // empty when the file has none
   std::unique_ptr<KvCache> cache;
   int64_t context = 0;  // tokens the cache holds for one sequence
+
+  // A rank other than 0 of a tensor-parallel group: it runs follow() instead of serving.
+  bool follower() const { return comm != nullptr && comm->rank() != 0; }
+  // A follower's whole job: rank 0's forward passes until it stops (engine/tp_ranks.h).
+  Result<void> follow();
 };
 
+// With options.tp > 1 every rank calls this (collectively): each loads its share, rank 0's
+// model announces each forward to the others, and a failure on any rank fails all of them.
 Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
                                                      const LoadOptions& options);
 

@@ -41,7 +41,7 @@ class Gemma3Model final : public Model {
     auto h = st.scratch(st.tokens, hidden);
     auto y = st.scratch(st.tokens, hidden);
     if (!x || !h || !y) return Error{"out of memory for activations"};
-    TERN_TRY(device_.get_rows(embedding_, st.ids, *x));
+    TERN_TRY(embed(st, embedding_, *x));
     device_.scale(*x, std::sqrt(static_cast<float>(hidden)));
     const float eps = config_.norm_eps;
     for (size_t l = 0; l < layers_.size(); ++l) {
@@ -65,10 +65,10 @@ class Gemma3Model final : public Model {
   Result<void> load(WeightLoader& w) {
     const auto& s = config_.shape;
     // Tied: the embedding table is also the LM head.
-    auto embd = w.matmul_weight("token_embd.weight", 0, s.hidden);
+    auto embd = load_vocab_table(w, "token_embd.weight", s.hidden, true);
     if (!embd) return embd.error();
     embedding_ = *embd;
-    config_.shape.vocab = embedding_.rows();
+    config_.shape.vocab = embedding_.vocab;
     auto vec = [&](Tensor& t, int64_t l, const char* name) -> Result<void> {
       auto v = w.vector(WeightLoader::layer_name(l, name), s.hidden);
       if (!v) return v.error();
@@ -100,14 +100,16 @@ class Gemma3Model final : public Model {
  private:
   Device& device_;
   Gemma3Config config_;
-  Tensor embedding_, output_norm_;
+  VocabTable embedding_;
+  Tensor output_norm_;
   std::vector<Gemma3Layer> layers_;
   std::vector<DeviceBuffer> owned_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_gemma3(const GgufFile& file, Device& device) {
+Result<std::unique_ptr<Model>> load_gemma3(const GgufFile& file, Device& device,
+                                           const TensorParallel& tp) {
   ArchKeys keys(file, "gemma3");
   Gemma3Config c;
   c.shape.architecture = "gemma3";
@@ -151,6 +153,9 @@ Result<std::unique_ptr<Model>> load_gemma3(const GgufFile& file, Device& device)
   if (!(scalar > 0.0f))
     return make_error("gemma3.attention.query_pre_attn_scalar must be positive");
   base.params.scale = 1.0f / std::sqrt(scalar);
+  TERN_TRY(split_heads(base, tp));
+  c.shape.ranks = tp.size;
+  c.shape.rank_kv_heads = base.kv_heads;
   c.global = base;
   c.global.rope.theta = keys.number_or("rope.freq_base", 1000000.0f);
   if (keys.string_or("rope.scaling.type", "none") == "linear") {
@@ -161,7 +166,7 @@ Result<std::unique_ptr<Model>> load_gemma3(const GgufFile& file, Device& device)
   c.local.params.sliding_window = c.sliding_window;
 
   auto model = std::make_unique<Gemma3Model>(device, std::move(c));
-  WeightLoader loader(file, device);
+  WeightLoader loader(file, device, tp);
   TERN_TRY(model->load(loader));
   return std::unique_ptr<Model>(std::move(model));
 }

@@ -38,7 +38,7 @@ class LlamaModel final : public Model {
     auto h = st.scratch(st.tokens, hidden);
     auto y = st.scratch(st.tokens, hidden);
     if (!x || !h || !y) return Error{"out of memory for activations"};
-    TERN_TRY(device_.get_rows(embedding_, st.ids, *x));
+    TERN_TRY(embed(st, embedding_, *x));
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& layer = layers_[l];
       device_.rms_norm(*x, &layer.attn_norm, config_.norm_eps, *h);
@@ -57,11 +57,11 @@ class LlamaModel final : public Model {
   Result<void> load(WeightLoader& w) {
     const auto& s = config_.shape;
     // Tied embeddings are also the LM head, the largest matmul of a decode step.
-    auto embd = w.has("output.weight") ? w.matrix("token_embd.weight", 0, s.hidden)
-                                       : w.matmul_weight("token_embd.weight", 0, s.hidden);
+    const bool tied = !w.has("output.weight");
+    auto embd = load_vocab_table(w, "token_embd.weight", s.hidden, tied);
     if (!embd) return embd.error();
     embedding_ = *embd;
-    config_.shape.vocab = embedding_.rows();
+    config_.shape.vocab = embedding_.vocab;
     for (int64_t l = 0; l < s.layers; ++l) {
       LlamaLayer layer;
       auto an = w.vector(WeightLoader::layer_name(l, "attn_norm.weight"), s.hidden);
@@ -82,12 +82,16 @@ class LlamaModel final : public Model {
     auto norm = w.vector("output_norm.weight", s.hidden);
     if (!norm) return norm.error();
     output_norm_ = *norm;
-    if (w.has("output.weight")) {
-      auto out = w.matmul_weight("output.weight", config_.shape.vocab, s.hidden);
-      if (!out) return out.error();
-      output_ = *out;
+    if (tied) {
+      output_ = embedding_;
     } else {
-      output_ = embedding_;  // tied embeddings
+      auto out = load_vocab_table(w, "output.weight", s.hidden, true);
+      if (!out) return out.error();
+      if (out->vocab != embedding_.vocab) {
+        return make_error("output.weight has {} rows but the vocabulary has {} tokens", out->vocab,
+                          embedding_.vocab);
+      }
+      output_ = *out;
     }
     owned_ = std::move(w.owned());
     return {};
@@ -98,7 +102,8 @@ class LlamaModel final : public Model {
  private:
   Device& device_;
   LlamaConfig config_;
-  Tensor embedding_, output_norm_, output_;
+  VocabTable embedding_, output_;
+  Tensor output_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<DeviceBuffer> owned_;
 };
@@ -118,7 +123,8 @@ Result<void> read_rope_factors(const GgufFile& file, RopeParams& rope) {
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_llama_family(const GgufFile& file, Device& device,
-                                                 const LlamaVariant& variant) {
+                                                 const LlamaVariant& variant,
+                                                 const TensorParallel& tp) {
   const GgufValue* arch_value = file.metadata().find("general.architecture");
   std::string arch = arch_value && arch_value->as_string() ? *arch_value->as_string() : "llama";
   ArchKeys keys(file, arch);
@@ -156,16 +162,20 @@ Result<std::unique_ptr<Model>> load_llama_family(const GgufFile& file, Device& d
   }
   TERN_TRY(read_rope_factors(file, a.rope));
   a.params.scale = 1.0f / std::sqrt(static_cast<float>(c.shape.head_dim));
+  TERN_TRY(split_heads(a, tp));
+  c.shape.ranks = tp.size;
+  c.shape.rank_kv_heads = a.kv_heads;
 
   auto model = std::make_unique<LlamaModel>(device, std::move(c));
   model->variant_ = variant;
-  WeightLoader loader(file, device);
+  WeightLoader loader(file, device, tp);
   TERN_TRY(model->load(loader));
   return std::unique_ptr<Model>(std::move(model));
 }
 
-Result<std::unique_ptr<Model>> load_llama(const GgufFile& file, Device& device) {
-  return load_llama_family(file, device, LlamaVariant{});
+Result<std::unique_ptr<Model>> load_llama(const GgufFile& file, Device& device,
+                                          const TensorParallel& tp) {
+  return load_llama_family(file, device, LlamaVariant{}, tp);
 }
 
 }  // namespace tern

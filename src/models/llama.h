@@ -16,11 +16,16 @@ struct LlamaVariant {
 };
 
 Result<std::unique_ptr<Model>> load_llama_family(const GgufFile& file, Device& device,
-                                                 const LlamaVariant& variant);
+                                                 const LlamaVariant& variant,
+                                                 const TensorParallel& tp);
 
-Result<std::unique_ptr<Model>> load_llama(const GgufFile& file, Device& device);
-Result<std::unique_ptr<Model>> load_qwen2(const GgufFile& file, Device& device);
-Result<std::unique_ptr<Model>> load_qwen3(const GgufFile& file, Device& device);
-Result<std::unique_ptr<Model>> load_gemma3(const GgufFile& file, Device& device);
+Result<std::unique_ptr<Model>> load_llama(const GgufFile& file, Device& device,
+                                          const TensorParallel& tp = {});
+Result<std::unique_ptr<Model>> load_qwen2(const GgufFile& file, Device& device,
+                                          const TensorParallel& tp = {});
+Result<std::unique_ptr<Model>> load_qwen3(const GgufFile& file, Device& device,
+                                          const TensorParallel& tp = {});
+Result<std::unique_ptr<Model>> load_gemma3(const GgufFile& file, Device& device,
+                                           const TensorParallel& tp = {});
 
 }  // namespace tern

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "io/gguf_file.h"
 #include "kv/kv_cache.h"
+#include "models/tensor_parallel.h"
 
 namespace tern {
 
@@ -33,6 +34,12 @@ struct ModelShape {
   int64_t head_dim = 0;
   int64_t vocab = 0;
   int64_t context_length = 0;
+  // Tensor parallelism: the ranks the model is split over, and the KV heads this rank caches
+  // (kv_heads / ranks, or 1 when ranks share replicated KV heads).
+  int ranks = 1;
+  int64_t rank_kv_heads = 0;  // 0: kv_heads
+
+  int64_t cached_kv_heads() const { return rank_kv_heads > 0 ? rank_kv_heads : kv_heads; }
 };
 
 class Model {
@@ -48,7 +55,9 @@ class Model {
 };
 
 // The model in `file`, with its weights made usable on `device` (in place on the CPU). The file
-// must outlive the model.
-Result<std::unique_ptr<Model>> load_model(const GgufFile& file, Device& device);
+// must outlive the model. With `tp` over several ranks, this rank's share of it
+// (models/tensor_parallel.h); every rank then calls forward with the same batches.
+Result<std::unique_ptr<Model>> load_model(const GgufFile& file, Device& device,
+                                          const TensorParallel& tp = {});
 
 }  // namespace tern

@@ -3,8 +3,9 @@
 
 namespace tern {
 
-Result<std::unique_ptr<Model>> load_qwen2(const GgufFile& file, Device& device) {
-  return load_llama_family(file, device, LlamaVariant{.qkv_bias = true, .neox_rope = true});
+Result<std::unique_ptr<Model>> load_qwen2(const GgufFile& file, Device& device,
+                                          const TensorParallel& tp) {
+  return load_llama_family(file, device, LlamaVariant{.qkv_bias = true, .neox_rope = true}, tp);
 }
 
 }  // namespace tern

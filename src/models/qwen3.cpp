@@ -5,8 +5,9 @@
 
 namespace tern {
 
-Result<std::unique_ptr<Model>> load_qwen3(const GgufFile& file, Device& device) {
-  return load_llama_family(file, device, LlamaVariant{.qk_norm = true, .neox_rope = true});
+Result<std::unique_ptr<Model>> load_qwen3(const GgufFile& file, Device& device,
+                                          const TensorParallel& tp) {
+  return load_llama_family(file, device, LlamaVariant{.qk_norm = true, .neox_rope = true}, tp);
 }
 
 }  // namespace tern

@@ -1,8 +1,25 @@
 #include "models/transformer.h"
 
+#include <algorithm>
+
 #include "models/weights.h"
 
 namespace tern {
+namespace {
+
+// Sums a row-parallel layer's partial output over the ranks: in place when the device computes
+// in host memory, through a host copy otherwise.
+Result<void> all_reduce(ForwardState& st, Communicator& comm, Tensor& t) {
+  const auto n = static_cast<size_t>(t.elements());
+  if (st.device.reads_host_memory()) return comm.all_reduce_sum(t.f32(), n);
+  std::vector<float> host(n);
+  st.device.download(t.data, host.data(), n * sizeof(float));
+  TERN_TRY(comm.all_reduce_sum(host.data(), n));
+  st.device.upload(host.data(), t.data, n * sizeof(float));
+  return {};
+}
+
+}  // namespace
 
 ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBatch> batch)
     : device(dev), cache(kv_cache), batch_(batch) {
@@ -69,7 +86,9 @@ Result<void> self_attention(ForwardState& st, const AttentionWeights& w, const A
   Tensor oh = *attn;
   oh.ne = qh.ne;
   dev.attention(qh, cache, st.sequences, cfg.params, oh);
-  return dev.matmul(w.o, *attn, out);
+  TERN_TRY(dev.matmul(w.o, *attn, out));
+  if (w.reduce != nullptr) return all_reduce(st, *w.reduce, out);
+  return {};
 }
 
 Result<void> gated_mlp(ForwardState& st, const MlpWeights& w, Activation act, const Tensor& x,
@@ -85,15 +104,40 @@ Result<void> gated_mlp(ForwardState& st, const MlpWeights& w, Activation act, co
   } else {
     st.device.gelu_tanh_mul(*gate, *up, *gate);
   }
-  return st.device.matmul(w.down, *gate, out);
+  TERN_TRY(st.device.matmul(w.down, *gate, out));
+  if (w.reduce != nullptr) return all_reduce(st, *w.reduce, out);
+  return {};
+}
+
+Result<void> embed(ForwardState& st, const VocabTable& table, Tensor& out) {
+  if (table.comm == nullptr) return st.device.get_rows(table.rows, st.ids, out);
+  // Each rank looks up the tokens in its share; the others' rows are zeros until the sum.
+  std::vector<int32_t> local(st.ids.size());
+  std::vector<bool> here(st.ids.size());
+  for (size_t i = 0; i < st.ids.size(); ++i) {
+    const int32_t id = st.ids[i];
+    if (id < 0 || id >= table.vocab) {
+      return make_error("token id {} is outside the vocabulary of {} tokens", id, table.vocab);
+    }
+    here[i] = id >= table.part.begin && id < table.part.begin + table.part.count;
+    local[i] = here[i] ? static_cast<int32_t>(id - table.part.begin) : 0;
+  }
+  TERN_TRY(st.device.get_rows(table.rows, local, out));
+  for (size_t i = 0; i < here.size(); ++i) {
+    if (here[i]) continue;
+    Tensor row = out.row_slice(static_cast<int64_t>(i), 1);
+    st.device.scale(row, 0.0f);
+  }
+  return all_reduce(st, *table.comm, out);
 }
 
 Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm, float eps,
-                     const Tensor& output, std::vector<float>& logits) {
+                     const VocabTable& head, std::vector<float>& logits) {
   const int64_t rows = static_cast<int64_t>(st.logit_rows.size());
   if (rows == 0) return {};
   const int64_t dim = hidden.ne[0];
-  const int64_t vocab = output.rows();
+  const Tensor& output = head.rows;
+  const int64_t vocab = output.rows();  // this rank's share
   auto picked = st.scratch(rows, dim);
   auto out = st.scratch(rows, vocab);
   if (!picked || !out) return Error{"out of memory for logits"};
@@ -110,9 +154,88 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
   st.device.rms_norm(*picked, &norm, eps, *picked);
   TERN_TRY(st.device.matmul(output, *picked, *out));
   const size_t at = logits.size();
-  logits.resize(at + static_cast<size_t>(rows * vocab));
-  st.device.download(out->data, logits.data() + at,
-                     static_cast<size_t>(rows * vocab) * sizeof(float));
+  if (head.comm == nullptr) {
+    logits.resize(at + static_cast<size_t>(rows * vocab));
+    st.device.download(out->data, logits.data() + at,
+                       static_cast<size_t>(rows * vocab) * sizeof(float));
+    return {};
+  }
+  // Every rank sends [rows, chunk] (the last rank's share padded), then each row's slices are
+  // laid side by side in rank order.
+  const int ranks = head.comm->size();
+  const int64_t chunk = (head.vocab + ranks - 1) / ranks;
+  std::vector<float> mine(static_cast<size_t>(rows * chunk), 0.0f);
+  std::vector<float> local(static_cast<size_t>(rows * vocab));
+  st.device.download(out->data, local.data(), local.size() * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(local.data() + r * vocab, vocab, mine.data() + r * chunk);
+  }
+  std::vector<float> all(mine.size() * static_cast<size_t>(ranks));
+  TERN_TRY(head.comm->all_gather(mine.data(), mine.size(), all.data()));
+  logits.resize(at + static_cast<size_t>(rows * head.vocab));
+  for (int p = 0; p < ranks; ++p) {
+    const int64_t begin = chunk * p, count = std::min(chunk, head.vocab - begin);
+    if (count <= 0) continue;
+    const float* from = all.data() + static_cast<int64_t>(p) * rows * chunk;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(from + r * chunk, count, logits.data() + at + r * head.vocab + begin);
+    }
+  }
+  return {};
+}
+
+Result<VocabTable> load_vocab_table(WeightLoader& w, const std::string& name, int64_t hidden,
+                                    bool matmul) {
+  VocabTable table;
+  const TensorParallel& tp = w.tp();
+  if (!tp.split()) {
+    auto m = matmul ? w.matmul_weight(name, 0, hidden) : w.matrix(name, 0, hidden);
+    if (!m) return m.error();
+    table.rows = *m;
+    table.vocab = m->rows();
+    table.part = {0, table.vocab};
+    return table;
+  }
+  const GgufTensor* t = w.file().find_tensor(name);
+  if (t == nullptr || t->shape.size() != 2) {
+    auto m = w.matrix(name, 0, hidden);  // the loader's error: missing, or not 2-D
+    return m ? make_error("tensor '{}' is not a vocabulary table", name) : m.error();
+  }
+  table.vocab = static_cast<int64_t>(t->shape[1]);
+  auto part = vocab_share(table.vocab, tp);
+  if (!part) return part.error();
+  table.part = *part;
+  auto m = matmul ? w.matmul_weight_rows(name, table.vocab, hidden, *part)
+                  : w.matrix_rows(name, table.vocab, hidden, *part);
+  if (!m) return m.error();
+  table.rows = *m;
+  table.comm = tp.comm;
+  return table;
+}
+
+Result<void> split_heads(AttentionConfig& cfg, const TensorParallel& tp) {
+  cfg.file_heads = cfg.heads;
+  cfg.file_kv_heads = cfg.kv_heads;
+  cfg.first_head = cfg.first_kv_head = 0;
+  if (!tp.split()) return {};
+  auto q = even_share(cfg.heads, tp, "attention heads");
+  if (!q) return q.error();
+  Slice kv;
+  if (cfg.kv_heads % tp.size == 0) {
+    kv = Slice{cfg.kv_heads / tp.size * tp.rank, cfg.kv_heads / tp.size};
+  } else if (tp.size % cfg.kv_heads == 0) {
+    // Fewer KV heads than ranks: consecutive ranks share (and each caches) one KV head.
+    kv = Slice{tp.rank / (tp.size / cfg.kv_heads), 1};
+  } else {
+    return make_error(
+        "tensor parallelism over {} ranks needs the KV heads ({}) to divide by {} or {} to divide "
+        "by them; use a --tp that divides {}",
+        tp.size, cfg.kv_heads, tp.size, tp.size, cfg.kv_heads);
+  }
+  cfg.heads = q->count;
+  cfg.first_head = q->begin;
+  cfg.kv_heads = kv.count;
+  cfg.first_kv_head = kv.begin;
   return {};
 }
 
@@ -120,17 +243,29 @@ Result<AttentionWeights> load_attention(WeightLoader& w, int64_t layer, int64_t 
                                         const AttentionConfig& cfg, bool biases, bool qk_norm,
                                         float norm_add) {
   AttentionWeights a;
-  const int64_t q_dim = cfg.heads * cfg.head_dim, kv_dim = cfg.kv_heads * cfg.head_dim;
-  auto load = [&](Tensor& t, const char* name, int64_t rows, int64_t cols) -> Result<void> {
-    auto m = w.matmul_weight(WeightLoader::layer_name(layer, name), rows, cols);
+  const bool split = w.tp().split();
+  if (split && cfg.file_heads == 0) return Error{"load_attention: split_heads was not called"};
+  const int64_t hd = cfg.head_dim;
+  const int64_t q_dim = (split ? cfg.file_heads : cfg.heads) * hd;
+  const int64_t kv_dim = (split ? cfg.file_kv_heads : cfg.kv_heads) * hd;
+  // This rank's rows of q (its heads) and of k/v (its KV heads); the whole when not split.
+  const Slice q_part{cfg.first_head * hd, cfg.heads * hd};
+  const Slice kv_part{cfg.first_kv_head * hd, cfg.kv_heads * hd};
+  auto load = [&](Tensor& t, const char* name, int64_t rows, int64_t cols, const Slice* rows_part,
+                  const Slice* cols_part) -> Result<void> {
+    const std::string full = WeightLoader::layer_name(layer, name);
+    auto m = !split      ? w.matmul_weight(full, rows, cols)
+             : rows_part ? w.matmul_weight_rows(full, rows, cols, *rows_part)
+                         : w.matmul_weight_cols(full, rows, cols, *cols_part);
     if (!m) return m.error();
     t = *m;
     return {};
   };
-  TERN_TRY(load(a.q, "attn_q.weight", q_dim, hidden));
-  TERN_TRY(load(a.k, "attn_k.weight", kv_dim, hidden));
-  TERN_TRY(load(a.v, "attn_v.weight", kv_dim, hidden));
-  TERN_TRY(load(a.o, "attn_output.weight", hidden, q_dim));
+  TERN_TRY(load(a.q, "attn_q.weight", q_dim, hidden, &q_part, nullptr));
+  TERN_TRY(load(a.k, "attn_k.weight", kv_dim, hidden, &kv_part, nullptr));
+  TERN_TRY(load(a.v, "attn_v.weight", kv_dim, hidden, &kv_part, nullptr));
+  TERN_TRY(load(a.o, "attn_output.weight", hidden, q_dim, nullptr, &q_part));
+  if (split) a.reduce = w.tp().reducer();
   auto optional_vector = [&](std::optional<Tensor>& t, const char* name, int64_t length,
                              float add) -> Result<void> {
     auto v = w.vector(WeightLoader::layer_name(layer, name), length, add);
@@ -138,10 +273,18 @@ Result<AttentionWeights> load_attention(WeightLoader& w, int64_t layer, int64_t 
     t = *v;
     return {};
   };
+  auto bias = [&](std::optional<Tensor>& t, const char* name, int64_t length,
+                  const Slice& part) -> Result<void> {
+    if (!split) return optional_vector(t, name, length, 0.0f);
+    auto v = w.vector_part(WeightLoader::layer_name(layer, name), length, part);
+    if (!v) return v.error();
+    t = *v;
+    return {};
+  };
   if (biases) {
-    TERN_TRY(optional_vector(a.q_bias, "attn_q.bias", q_dim, 0.0f));
-    TERN_TRY(optional_vector(a.k_bias, "attn_k.bias", kv_dim, 0.0f));
-    TERN_TRY(optional_vector(a.v_bias, "attn_v.bias", kv_dim, 0.0f));
+    TERN_TRY(bias(a.q_bias, "attn_q.bias", q_dim, q_part));
+    TERN_TRY(bias(a.k_bias, "attn_k.bias", kv_dim, kv_part));
+    TERN_TRY(bias(a.v_bias, "attn_v.bias", kv_dim, kv_part));
   }
   if (qk_norm) {
     TERN_TRY(optional_vector(a.q_norm, "attn_q_norm.weight", cfg.head_dim, norm_add));
@@ -152,6 +295,24 @@ Result<AttentionWeights> load_attention(WeightLoader& w, int64_t layer, int64_t 
 
 Result<MlpWeights> load_mlp(WeightLoader& w, int64_t layer, int64_t hidden, int64_t ffn) {
   MlpWeights m;
+  if (w.tp().split()) {
+    auto part = even_share(ffn, w.tp(), "feed-forward size");
+    if (!part) return part.error();
+    auto gate = w.matmul_weight_rows(WeightLoader::layer_name(layer, "ffn_gate.weight"), ffn,
+                                     hidden, *part);
+    if (!gate) return gate.error();
+    auto up =
+        w.matmul_weight_rows(WeightLoader::layer_name(layer, "ffn_up.weight"), ffn, hidden, *part);
+    if (!up) return up.error();
+    auto down = w.matmul_weight_cols(WeightLoader::layer_name(layer, "ffn_down.weight"), hidden,
+                                     ffn, *part);
+    if (!down) return down.error();
+    m.gate = *gate;
+    m.up = *up;
+    m.down = *down;
+    m.reduce = w.tp().reducer();
+    return m;
+  }
   auto gate = w.matmul_weight(WeightLoader::layer_name(layer, "ffn_gate.weight"), ffn, hidden);
   if (!gate) return gate.error();
   auto up = w.matmul_weight(WeightLoader::layer_name(layer, "ffn_up.weight"), ffn, hidden);

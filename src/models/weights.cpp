@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "backend/cpu/quant.h"
 
 namespace tern {
@@ -11,19 +13,29 @@ std::string WeightLoader::layer_name(int64_t layer, const char* suffix) {
 }
 
 Result<Tensor> WeightLoader::place(const GgufTensor& t) {
-  Tensor out;
-  out.type = t.type;
-  for (size_t i = 0; i < t.shape.size(); ++i) out.ne[i] = static_cast<int64_t>(t.shape[i]);
+  Tensor shape;
+  shape.type = t.type;
+  for (size_t i = 0; i < t.shape.size(); ++i) shape.ne[i] = static_cast<int64_t>(t.shape[i]);
+  return place_bytes(t.data, t.size_bytes, shape);
+}
+
+// In place when the device reads host memory (the mmap'd file), else a device copy.
+Result<Tensor> WeightLoader::place_bytes(const uint8_t* data, size_t bytes, const Tensor& shape) {
+  Tensor out = shape;
   if (device_.reads_host_memory()) {
-    out.data = const_cast<uint8_t*>(t.data);
+    out.data = const_cast<uint8_t*>(data);
     return out;
   }
-  auto buffer = device_.allocate(t.size_bytes);
+  auto buffer = device_.allocate(bytes);
   if (!buffer) return buffer.error();
-  device_.upload(t.data, buffer->data(), t.size_bytes);
+  device_.upload(data, buffer->data(), bytes);
   out.data = buffer->data();
   owned_.push_back(std::move(*buffer));
   return out;
+}
+
+Result<Tensor> WeightLoader::prepare(Tensor t) {
+  return device_.prepare_matmul_weight(t, owned_);
 }
 
 Result<Tensor> WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols) {
@@ -46,7 +58,72 @@ Result<Tensor> WeightLoader::matrix(const std::string& name, int64_t rows, int64
 Result<Tensor> WeightLoader::matmul_weight(const std::string& name, int64_t rows, int64_t cols) {
   auto t = matrix(name, rows, cols);
   if (!t) return t;
-  return device_.prepare_matmul_weight(*t, owned_);
+  return prepare(*t);
+}
+
+Result<Tensor> WeightLoader::matrix_rows(const std::string& name, int64_t rows, int64_t cols,
+                                         Slice part) {
+  auto whole = matrix(name, rows, cols);
+  if (!whole) return whole;
+  if (part.begin < 0 || part.count <= 0 || part.begin + part.count > whole->rows()) {
+    return make_error("tensor '{}': rows [{}, {}) are outside its {} rows", name, part.begin,
+                      part.begin + part.count, whole->rows());
+  }
+  const GgufTensor& t = *file_.find_tensor(name);
+  const size_t row_bytes = t.size_bytes / static_cast<size_t>(whole->rows());
+  Tensor shape = *whole;
+  shape.data = nullptr;
+  shape.ne[1] = part.count;
+  // A row-major matrix's rows are contiguous: the share is a window of the file.
+  return place_bytes(t.data + static_cast<size_t>(part.begin) * row_bytes,
+                     static_cast<size_t>(part.count) * row_bytes, shape);
+}
+
+Result<Tensor> WeightLoader::matmul_weight_rows(const std::string& name, int64_t rows, int64_t cols,
+                                                Slice part) {
+  auto placed = matrix_rows(name, rows, cols, part);
+  if (!placed) return placed;
+  return prepare(*placed);
+}
+
+Result<Tensor> WeightLoader::matmul_weight_cols(const std::string& name, int64_t rows, int64_t cols,
+                                                Slice part) {
+  auto whole = matrix(name, rows, cols);
+  if (!whole) return whole;
+  const int64_t n_cols = whole->ne[0], n_rows = whole->rows();
+  if (part.begin < 0 || part.count <= 0 || part.begin + part.count > n_cols) {
+    return make_error("tensor '{}': columns [{}, {}) are outside its {} columns", name, part.begin,
+                      part.begin + part.count, n_cols);
+  }
+  const auto& info = tensor_type_info(whole->type);
+  const int64_t block = info.block_elements;
+  if (part.begin % block != 0 || part.count % block != 0) {
+    return make_error(
+        "tensor '{}' ({}) cannot be split at columns [{}, {}): {} stores blocks of {} values, so "
+        "each rank's share of its {} columns must be a multiple of {}; use another --tp",
+        name, tensor_type_name(whole->type), part.begin, part.begin + part.count,
+        tensor_type_name(whole->type), block, n_cols, block);
+  }
+  const GgufTensor& t = *file_.find_tensor(name);
+  const size_t row_bytes = t.size_bytes / static_cast<size_t>(n_rows);
+  const size_t offset = static_cast<size_t>(part.begin / block) * info.block_bytes;
+  const size_t share = static_cast<size_t>(part.count / block) * info.block_bytes;
+  std::vector<uint8_t> host(share * static_cast<size_t>(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(host.data() + static_cast<size_t>(r) * share,
+                t.data + static_cast<size_t>(r) * row_bytes + offset, share);
+  }
+  auto buffer = device_.allocate(host.size());
+  if (!buffer) return buffer.error();
+  device_.upload(host.data(), buffer->data(), host.size());
+  Tensor copy = *whole;
+  copy.data = buffer->data();
+  copy.ne[0] = part.count;
+  auto prepared = prepare(copy);
+  if (!prepared) return prepared;
+  // Keep the copy only when the device uses it as it is (it did not repack it elsewhere).
+  if (prepared->data == copy.data) owned_.push_back(std::move(*buffer));
+  return prepared;
 }
 
 Result<Tensor> WeightLoader::vector(const std::string& name, int64_t length, float add) {
@@ -68,6 +145,31 @@ Result<Tensor> WeightLoader::vector(const std::string& name, int64_t length, flo
   out.data = buffer->data();
   out.type = TensorType::F32;
   out.ne = {length, 1, 1, 1};
+  owned_.push_back(std::move(*buffer));
+  return out;
+}
+
+Result<Tensor> WeightLoader::vector_part(const std::string& name, int64_t length, Slice part) {
+  const GgufTensor* t = file_.find_tensor(name);
+  if (t == nullptr) return make_error("{}: tensor '{}' is missing", file_.paths()[0], name);
+  if (static_cast<int64_t>(t->elements()) != length || !cpu::is_supported(t->type)) {
+    return make_error("tensor '{}' has {} {} elements, expected {}", name, t->elements(),
+                      tensor_type_name(t->type), length);
+  }
+  if (part.begin < 0 || part.count <= 0 || part.begin + part.count > length) {
+    return make_error("tensor '{}': elements [{}, {}) are outside its {}", name, part.begin,
+                      part.begin + part.count, length);
+  }
+  std::vector<float> values(static_cast<size_t>(length));
+  cpu::dequantize_row(t->type, t->data, values.data(), length);
+  auto buffer = device_.allocate(static_cast<size_t>(part.count) * sizeof(float));
+  if (!buffer) return buffer.error();
+  device_.upload(values.data() + part.begin, buffer->data(),
+                 static_cast<size_t>(part.count) * sizeof(float));
+  Tensor out;
+  out.data = buffer->data();
+  out.type = TensorType::F32;
+  out.ne = {part.count, 1, 1, 1};
   owned_.push_back(std::move(*buffer));
   return out;
 }

@@ -1,0 +1,143 @@
+#include "engine/tp_ranks.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tern {
+namespace {
+
+// A step message: a header {kind, payload length} then the payload, all int64.
+enum : int64_t { kStop = 0, kForward = 1 };
+
+std::vector<int64_t> encode(std::span<const SequenceBatch> batch) {
+  std::vector<int64_t> m;
+  m.push_back(static_cast<int64_t>(batch.size()));
+  for (const auto& s : batch) {
+    m.push_back(static_cast<int64_t>(s.tokens.size()));
+    m.push_back(s.kv->length);
+    m.push_back(static_cast<int64_t>(s.kv->blocks.size()));
+    m.push_back((s.logits_for_all ? 1 : 0) | (s.last_logits ? 2 : 0));
+    m.insert(m.end(), s.tokens.begin(), s.tokens.end());
+    m.insert(m.end(), s.kv->blocks.begin(), s.kv->blocks.end());
+  }
+  return m;
+}
+
+Result<void> send_header(Communicator& comm, int64_t kind, int64_t length) {
+  int64_t header[2] = {kind, length};
+  return comm.broadcast(header, sizeof(header), 0);
+}
+
+class LeaderModel final : public Model {
+ public:
+  LeaderModel(std::unique_ptr<Model> share, Communicator& comm)
+      : share_(std::move(share)), comm_(comm) {}
+  ~LeaderModel() override { (void)send_header(comm_, kStop, 0); }
+
+  const ModelShape& shape() const override { return share_->shape(); }
+
+  Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
+                       std::vector<float>& logits) override {
+    std::vector<int64_t> message = encode(batch);
+    TERN_TRY(send_header(comm_, kForward, static_cast<int64_t>(message.size())));
+    TERN_TRY(comm_.broadcast(message.data(), message.size() * sizeof(int64_t), 0));
+    return share_->forward(batch, cache, logits);
+  }
+
+ private:
+  std::unique_ptr<Model> share_;
+  Communicator& comm_;
+};
+
+// Reads one sequence's entry at `at`; checks every count against what is left of the message.
+Result<void> decode(const std::vector<int64_t>& m, std::vector<std::vector<int32_t>>& tokens,
+                    std::vector<SequenceKv>& kvs, std::vector<SequenceBatch>& batch) {
+  size_t at = 0;
+  auto next = [&]() -> Result<int64_t> {
+    if (at >= m.size()) return Error{"rank 0's batch message is truncated"};
+    return m[at++];
+  };
+  auto n = next();
+  if (!n) return n.error();
+  const auto sequences = static_cast<size_t>(*n);
+  tokens.resize(sequences);
+  kvs.resize(sequences);
+  batch.resize(sequences);
+  for (size_t i = 0; i < sequences; ++i) {
+    int64_t f[4];
+    for (auto& v : f) {
+      auto x = next();
+      if (!x) return x.error();
+      v = *x;
+    }
+    if (f[0] < 0 || f[2] < 0 || static_cast<size_t>(f[0] + f[2]) > m.size() - at) {
+      return Error{"rank 0's batch message is malformed"};
+    }
+    tokens[i].assign(m.begin() + static_cast<ptrdiff_t>(at),
+                     m.begin() + static_cast<ptrdiff_t>(at + static_cast<size_t>(f[0])));
+    at += static_cast<size_t>(f[0]);
+    kvs[i].blocks.assign(m.begin() + static_cast<ptrdiff_t>(at),
+                         m.begin() + static_cast<ptrdiff_t>(at + static_cast<size_t>(f[2])));
+    at += static_cast<size_t>(f[2]);
+    kvs[i].length = f[1];
+    batch[i] = SequenceBatch{tokens[i], &kvs[i], (f[3] & 1) != 0, (f[3] & 2) != 0};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_leader_model(std::unique_ptr<Model> share, Communicator& comm) {
+  return std::make_unique<LeaderModel>(std::move(share), comm);
+}
+
+Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm) {
+  std::vector<int64_t> message;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<SequenceKv> kvs;
+  std::vector<SequenceBatch> batch;
+  std::vector<float> logits;
+  for (;;) {
+    int64_t header[2] = {0, 0};
+    TERN_TRY(comm.broadcast(header, sizeof(header), 0));
+    if (header[0] == kStop) return {};
+    if (header[0] != kForward || header[1] < 1 || header[1] > (int64_t{1} << 28)) {
+      return make_error("rank {}: unexpected message from rank 0 (kind {}, {} values)", comm.rank(),
+                        header[0], header[1]);
+    }
+    message.resize(static_cast<size_t>(header[1]));
+    TERN_TRY(comm.broadcast(message.data(), message.size() * sizeof(int64_t), 0));
+    TERN_TRY(decode(message, tokens, kvs, batch));
+    for (const auto& kv : kvs) {
+      for (int32_t b : kv.blocks) {
+        if (b < 0 || b >= cache.config().blocks) {
+          return make_error("rank {}: KV block {} is outside this rank's {} blocks", comm.rank(), b,
+                            cache.config().blocks);
+        }
+      }
+    }
+    logits.clear();
+    TERN_TRY(share.forward(batch, cache, logits));
+  }
+}
+
+Result<void> agree(Communicator& comm, Result<void> mine, const char* what) {
+  std::vector<float> failed(static_cast<size_t>(comm.size()), 0.0f);
+  failed[static_cast<size_t>(comm.rank())] = mine.ok() ? 0.0f : 1.0f;
+  TERN_TRY(comm.all_reduce_sum(failed.data(), failed.size()));
+  if (!mine.ok()) {
+    if (comm.rank() == 0) return mine;
+    if (failed[0] != 0.0f) return Error{mine.error().message, kErrorReportedByRank0};
+    return make_error("rank {}: {}", comm.rank(), mine.error().message);
+  }
+  for (size_t r = 0; r < failed.size(); ++r) {
+    if (failed[r] == 0.0f) continue;
+    if (comm.rank() == 0) {
+      return make_error("rank {} could not {} (its message is above)", r, what);
+    }
+    return Error{fmt::format("rank {} could not {}", r, what), kErrorReportedByRank0};
+  }
+  return {};
+}
+
+}  // namespace tern
