@@ -55,8 +55,15 @@ Result<PullPlan> plan_for_repo(const std::string& spec, const std::string& quant
   plan.repo = spec.substr(0, colon);
   if (colon != std::string::npos) plan.file = spec.substr(colon + 1);
   const size_t slash = plan.repo.find('/');
-  if (slash == 0 || slash == std::string::npos || slash + 1 == plan.repo.size() ||
-      plan.repo.find('/', slash + 1) != std::string::npos ||
+  // The hub's repository ids: owner/name of letters, digits, '-', '_' and '.', not "." or "..".
+  auto valid_part = [](const std::string& part) {
+    return !part.empty() && part != "." && part != ".." &&
+           std::all_of(part.begin(), part.end(), [](char c) {
+             return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+           });
+  };
+  if (slash == std::string::npos || !valid_part(plan.repo.substr(0, slash)) ||
+      !valid_part(plan.repo.substr(slash + 1)) ||
       (colon != std::string::npos && plan.file.empty())) {
     return make_error(
         "'{}' is not HF_REPO[:FILE] (e.g. Qwen/Qwen3-8B-GGUF:Qwen3-8B-Q4_K_M.gguf) nor a catalog "

@@ -233,8 +233,10 @@ def test_bad_input_is_a_clear_error(tmp_path, hub, models):
     assert r.returncode != 0 and "tiny has no Q2_K file" in r.stderr
     r = tern(home, hub, "pull", "org/missing-GGUF")
     assert r.returncode != 0 and "no repository org/missing-GGUF" in r.stderr
-    r = tern(home, hub, "pull", "a/b/c:x.gguf")
-    assert r.returncode != 0 and "HF_REPO[:FILE]" in r.stderr
+    for bad_repo in ("a/b/c:x.gguf", "../x", "org/..", "org/re po", "/x", "org/"):
+        r = tern(home, hub, "pull", bad_repo)
+        assert r.returncode != 0 and "HF_REPO[:FILE]" in r.stderr, bad_repo
+    assert not any(p.startswith("/api/models/..") for _, p, _ in hub.requests)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     r = tern(home, hub, "pull", "tiny", catalog=str(bad))
