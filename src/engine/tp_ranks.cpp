@@ -1,6 +1,7 @@
 #include "engine/tp_ranks.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 namespace tern {
@@ -28,6 +29,15 @@ Result<void> send_header(Communicator& comm, int64_t kind, int64_t length) {
   return comm.broadcast(header, sizeof(header), 0);
 }
 
+// A forward that failed on one rank leaves the others inside a collective it will not join:
+// the whole group ends, with the reason on stderr (mpirun then reports the exit status).
+void end_group(Communicator& comm, const Error& error) {
+  fmt::print(stderr, "error: rank {}: {}; tensor-parallel ranks cannot continue, stopping all {}\n",
+             comm.rank(), error.message, comm.size());
+  std::fflush(stderr);
+  comm.abort(1);
+}
+
 class LeaderModel final : public Model {
  public:
   LeaderModel(std::unique_ptr<Model> share, Communicator& comm)
@@ -39,9 +49,11 @@ class LeaderModel final : public Model {
   Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
                        std::vector<float>& logits) override {
     std::vector<int64_t> message = encode(batch);
-    TERN_TRY(send_header(comm_, kForward, static_cast<int64_t>(message.size())));
-    TERN_TRY(comm_.broadcast(message.data(), message.size() * sizeof(int64_t), 0));
-    return share_->forward(batch, cache, logits);
+    Result<void> done = send_header(comm_, kForward, static_cast<int64_t>(message.size()));
+    if (done) done = comm_.broadcast(message.data(), message.size() * sizeof(int64_t), 0);
+    if (done) done = share_->forward(batch, cache, logits);
+    if (!done) end_group(comm_, done.error());
+    return done;
   }
 
  private:
@@ -117,7 +129,11 @@ Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm) {
       }
     }
     logits.clear();
-    TERN_TRY(share.forward(batch, cache, logits));
+    auto done = share.forward(batch, cache, logits);
+    if (!done) {
+      end_group(comm, done.error());
+      return done;
+    }
   }
 }
 
@@ -133,7 +149,7 @@ Result<void> agree(Communicator& comm, Result<void> mine, const char* what) {
   for (size_t r = 0; r < failed.size(); ++r) {
     if (failed[r] == 0.0f) continue;
     if (comm.rank() == 0) {
-      return make_error("rank {} could not {} (its message is above)", r, what);
+      return make_error("rank {} could not {} (that rank prints why)", r, what);
     }
     return Error{fmt::format("rank {} could not {}", r, what), kErrorReportedByRank0};
   }

@@ -19,7 +19,8 @@ namespace tern {
 std::unique_ptr<Model> make_leader_model(std::unique_ptr<Model> share, Communicator& comm);
 
 // A follower rank's loop: the forward passes rank 0 announces, on this rank's share, until rank
-// 0 says stop (ok) or something fails (an error; the caller should end the whole job).
+// 0 says stop (ok) or something fails (an error). A forward that fails on any rank, rank 0's
+// included, ends every rank's process (Communicator::abort): the others would wait forever.
 Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm);
 
 // Error::code of an error another rank (rank 0) reports: a follower exits with it unprinted.

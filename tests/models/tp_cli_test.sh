@@ -44,6 +44,16 @@ if [ -n "$smol_f32" ] && [ -f "$smol_f32" ]; then
     fail "SmolLM2 --tp 3: $(cat "$work/err")"
   cmp -s "$work/s1" "$work/s3" || fail "SmolLM2 F32 --tp 3 text differs: '$(cat "$work/s3")' vs '$(cat "$work/s1")'"
   echo "SmolLM2 F32 --tp 3: $(cat "$work/s3")"
+
+  # One rank cannot load its share (SmolLM2's 9 heads over 2 ranks) while rank 0 can: every rank
+  # stops, rank 0 names the rank that failed, that rank says why; no rank waits forever.
+  if timeout 120 "${mpi[@]}" -np 1 "$tern" run -m "$model" --tp 2 --raw "hi" : \
+      -np 1 "$tern" run -m "$smol_f32" --tp 2 --raw "hi" >"$work/out" 2>"$work/err"; then
+    fail "a rank that cannot load its share did not fail the run"
+  fi
+  grep -q 'rank 1 could not load its share of the model' "$work/err" || fail "$(cat "$work/err")"
+  grep -q 'rank 1: tensor parallelism over 2 ranks needs the attention heads (9)' "$work/err" ||
+    fail "$(cat "$work/err")"
 fi
 
 # A --tp 2 benchmark: rank 0 alone prints one JSON document with positive speeds.

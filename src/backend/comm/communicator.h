@@ -33,6 +33,10 @@ class Communicator {
   // A rank waiting here for long sleeps rather than spins.
   virtual Result<void> broadcast(void* data, size_t bytes, int root) = 0;
   virtual Result<void> barrier() = 0;
+  // Ends every rank's process with `exit_code`: after a failure between collectives the ranks
+  // can no longer agree on what comes next (one would wait forever for the others). A group of
+  // one has nothing to end and returns.
+  virtual void abort(int exit_code) = 0;
 };
 
 // One process, no peers: collectives are copies, send/recv have no one to talk to.

@@ -115,6 +115,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r;
     return finish(MPI_Ibarrier(comm_, &r), r, "barrier");
   }
+  void abort(int exit_code) override { MPI_Abort(comm_, exit_code); }
 
  private:
   static constexpr int kTag = 7;
