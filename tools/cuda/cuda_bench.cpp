@@ -2,7 +2,8 @@
 // puts them against the GPU's measured device-to-device copy bandwidth (bytes read + written per
 // second): decode GEMV per weight type and kernel (int8 activations or F32), the prefill GEMM,
 // and decode attention over 1K and 16K tokens of F16 KV. One line per case, a table at the end.
-//   tern-cuda-bench [--quick]
+//   tern-cuda-bench [--quick | --decode]   (--decode: n = 1 products of Q4_K/Q6_K/Q8_0 only, and
+//   attention)
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -109,7 +110,7 @@ struct Row {
   double eager_ms, ms, gbs, fraction;
 };
 
-int run(bool quick) {
+int run(bool quick, bool decode) {
   auto dev = CudaDevice::create(0);
   if (!dev) {
     fmt::print(stderr, "error: {}\n", dev.error().message);
@@ -138,9 +139,11 @@ int run(bool quick) {
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const std::vector<TensorType> types = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0,
-                                         TensorType::Q5_K, TensorType::Q4_0, TensorType::BF16,
-                                         TensorType::F16};
+  const std::vector<TensorType> types =
+      decode ? std::vector<TensorType>{TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0}
+             : std::vector<TensorType>{TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0,
+                                       TensorType::Q5_K, TensorType::Q4_0, TensorType::BF16,
+                                       TensorType::F16};
   struct Shape {
     int64_t m, k;
   };
@@ -170,7 +173,7 @@ int run(bool quick) {
       tw.type = type;
       tw.ne = {s.k, s.m, 1, 1};
       for (int64_t n : {1, 8, 512}) {
-        if (quick && n == 8) continue;
+        if ((quick && n == 8) || (decode && n != 1)) continue;
         std::vector<float> x(static_cast<size_t>(n * s.k));
         for (auto& v : x) v = normal(rng);
         Tensor tx, ty;
@@ -181,7 +184,7 @@ int run(bool quick) {
         ty.ne = {s.m, n, 1, 1};
         for (bool int8 : {true, false}) {
           const bool quant = tensor_type_info(type).block_elements > 1;
-          if (!int8 && (!quant || n > 8)) continue;
+          if (!int8 && (!quant || n > 8 || decode)) continue;
           d.set_int8_gemv(int8);
           auto product = [&] {
             tw.data = wcopies[turn++ % copies];
@@ -209,7 +212,7 @@ int run(bool quick) {
   }
 
   // Decode attention: one token, 32 heads over 8 KV heads of 128, F16 cache.
-  for (int64_t context : {1024, 16384}) {
+  for (int64_t context : {512, 1024, 16384}) {
     const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16;
     const int64_t blocks = context / bs + 1;
     const size_t cache_bytes = static_cast<size_t>(blocks * bs * kv_heads * hd) * 2;
@@ -263,5 +266,6 @@ int run(bool quick) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  return tern::run(quick);
+  const bool decode = argc > 1 && std::strcmp(argv[1], "--decode") == 0;
+  return tern::run(quick, decode);
 }

@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine, from the repository root, with the bundle that
 # tools/cuda/make_bundle.sh left in .gpu/ (binaries built here with -DTERN_CUDA=ON plus the
 # non-system libraries they load). Stages (arguments, default tests kernels bench): tests,
-# kernels, bench, model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
+# kernels, bench, ab (tern configurations and llama-bench, interleaved), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
 # cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
 # and llama.cpp's llama-bench on the same file, interleaved; llama-bench is looked for in
 # /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
@@ -22,7 +22,9 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
 done
 export LD_LIBRARY_PATH=$libdirs:${LD_LIBRARY_PATH:-}
 # The tests find their fixtures under the absolute source path they were built with.
-[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+# (make_bundle.sh records that path in the bundle's srcdir file; /work/main before it did.)
+src=$(cat $T/srcdir 2>/dev/null || echo /work/main)
+[ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; } >"$OUT/machine.txt" 2>&1
 ldd $T/bin/tern | grep "not found" && echo "missing libraries" | tee -a "$OUT/summary.txt"
 summary="$OUT/summary.txt"
@@ -44,11 +46,18 @@ if [[ " $stages " == *" tests "* ]]; then
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
 fi
 if [[ " $stages " == *" kernels "* ]]; then
-  timeout 200 $T/bin/tern-cuda-bench >"$OUT/kernels.log" 2>&1
-  echo "tern-cuda-bench rc=$?" >>"$summary"
+  # KERNELS_ARGS (--quick, --decode) and KERNEL_CONFIGS (as AB_CONFIGS below: one run each).
+  IFS=';' read -ra kconfigs <<<"${KERNEL_CONFIGS:--}"
+  for c in "${kconfigs[@]}"; do
+    envs=()
+    [ "$c" != "-" ] && read -ra envs <<<"$c"
+    log="$OUT/kernels$( [ "$c" = "-" ] || echo "-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_')").log"
+    env "${envs[@]}" timeout 200 $T/bin/tern-cuda-bench ${KERNELS_ARGS:-} >"$log" 2>&1
+    echo "tern-cuda-bench [$c] rc=$?" >>"$summary"
+  done
 fi
 if [[ " $stages " == *" bench "* || " $stages " == *" model "* || " $stages " == *" profile "* ||
-  " $stages " == *" compare "* ]] && [ ! -e /tmp/q4km.gguf ]; then
+  " $stages " == *" compare "* || " $stages " == *" ab "* ]] && [ ! -e /tmp/q4km.gguf ]; then
   SECONDS=0
   timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant Q4_K_M --fast-k-quants -o /tmp/q4km.gguf >"$OUT/synth.log" 2>&1
   echo "tern-synth qwen3-8b Q4_K_M rc=$? in ${SECONDS} s on $(nproc) cores" >>"$summary"
@@ -59,7 +68,7 @@ if [[ " $stages " == *" profile "* ]]; then
   # on its own, and flushes the caches before each one: cold L2).
   SECONDS=0
   timeout 240 ncu --clock-control none --csv --page raw \
-    --metrics gpu__time_duration.sum --launch-skip 2600 --launch-count 3400 \
+    --metrics "${NCU_METRICS:-gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second}" --launch-skip "${NCU_SKIP:-2600}" --launch-count "${NCU_COUNT:-3400}" \
     --log-file "$OUT/ncu.csv" $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 8 -r 1 \
     >"$OUT/ncu-run.log" 2>&1
   echo "ncu rc=$? in ${SECONDS} s" >>"$summary"
@@ -93,6 +102,32 @@ if [[ " $stages " == *" compare "* ]]; then
     cat "$OUT/compare-tern-nopdl.log" >>"$summary"
   fi
 fi
+if [[ " $stages " == *" ab "* ]]; then
+  # Interleaved A B A B on one file (MODEL, default the Q4_K_M one): each configuration of
+  # AB_CONFIGS (';'-separated; each a space-separated list of VAR=value, '-' for the defaults)
+  # with TERN_CUDA_TIMING=1, then llama-bench (-fa 1 -ngl 99, decode at depth 512 like Tern's
+  # after its 512-token prompt), AB_ROUNDS rounds (default 2).
+  model=${MODEL:-/tmp/q4km.gguf}
+  L=/tmp/llama/bin
+  IFS=';' read -ra configs <<<"${AB_CONFIGS:--}"
+  for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+    for c in "${configs[@]}"; do
+      envs=()
+      [ "$c" != "-" ] && read -ra envs <<<"$c"
+      log="$OUT/ab-$round-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+      env "${envs[@]}" TERN_CUDA_TIMING=1 timeout 150 $T/bin/tern bench --device cuda -m "$model" \
+        -p 512 -n 128 -r 3 >"$log" 2>&1
+      echo "tern [$c] round $round rc=$?: $(grep -E '^ +512 ' "$log")" >>"$summary"
+      grep -o "steps of .*" "$log" | head -1 >>"$summary"
+    done
+    if [ -x $L/llama-bench ]; then
+      LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 150 $L/llama-bench -m "$model" -fa 1 -ngl 99 \
+        -p 512 -n 128 -d 512 -r 3 >"$OUT/ab-$round-llama.log" 2>&1
+      echo "llama-bench round $round rc=$?" >>"$summary"
+      grep "^| [a-z]" "$OUT/ab-$round-llama.log" | grep -v model >>"$summary"
+    fi
+  done
+fi
 if [[ " $stages " == *" bench "* ]]; then
   timeout 240 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 128 -r 3 >"$OUT/bench.log" 2>&1
   echo "tern bench rc=$?" >>"$summary"
@@ -101,5 +136,5 @@ if [[ " $stages " == *" bench "* ]]; then
   echo "tern bench without graphs rc=$?" >>"$summary"
   cat "$OUT/bench.log" "$OUT/bench-nographs.log" >>"$summary"
 fi
-grep -A200 "^| case" "$OUT/kernels.log" 2>/dev/null
+for f in "$OUT"/kernels*.log; do [ -e "$f" ] && echo "$f" && grep -A200 "^| case" "$f"; done
 cat "$summary"

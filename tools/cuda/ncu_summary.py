@@ -14,7 +14,7 @@ import sys
 
 
 def short(name):
-    name = re.sub(r"\(anonymous namespace\)::|tern::cuda::|tern::|^void ", "", name)
+    name = re.sub(r"\(anonymous namespace\)::|<?unnamed>::|tern::cuda::|tern::|^void ", "", name)
     name = re.sub(r"\(.*?\)\s*$", "", name) if "<" not in name else name
     return name[:90]
 
@@ -24,20 +24,29 @@ def main(path):
     start = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
     head = rows[start]
     kname, grid, dur = head.index("Kernel Name"), head.index("Grid Size"), None
+    clk = None
     for i, h in enumerate(head):
         if h == "gpu__time_duration.sum":
             dur = i
+        if h == "sm__cycles_elapsed.avg.per_second":
+            clk = i  # the SM clock while the kernel ran
     kernels = []
     for r in rows[start + 1:]:
         if len(r) != len(head):
             continue
         try:
-            t = float(r[dur])
+            t = float(r[dur].replace(",", ""))  # ncu writes 4,864
         except ValueError:
             continue  # the units row
-        kernels.append((short(r[kname]), r[grid], t))
+        f = 0.0
+        if clk is not None:
+            try:
+                f = float(r[clk].replace(",", ""))
+            except ValueError:
+                f = 0.0
+        kernels.append((short(r[kname]), r[grid], t, f))
     unit_row = rows[start + 1] if len(rows) > start + 1 else []
-    scale = 1e-3 if (dur < len(unit_row) and unit_row[dur] == "nsecond") else 1.0
+    scale = 1e-3 if (dur < len(unit_row) and unit_row[dur] in ("nsecond", "ns")) else 1.0
     passes, cur = [], None
     for k in kernels:
         if k[0].startswith("get_rows"):
@@ -52,17 +61,18 @@ def main(path):
         return
     n, _ = counts.most_common(1)[0]
     chosen = [p for p in passes if len(p) == n]
-    per = collections.defaultdict(lambda: [0.0, 0])
+    per = collections.defaultdict(lambda: [0.0, 0, 0.0])
     for p in chosen:
-        for name, g, t in p:
+        for name, g, t, f in p:
             per[(name, g)][0] += t * scale / len(chosen)
             per[(name, g)][1] += 1
+            per[(name, g)][2] += f
     total = sum(v[0] for v in per.values())
     print(f"{len(chosen)} forward passes of {n} kernels; cold-L2 kernel time per pass {total:.0f} us")
-    print(f"| kernel | grid | launches/pass | us/pass | share |")
-    print(f"| --- | --- | ---: | ---: | ---: |")
-    for (name, g), (t, c) in sorted(per.items(), key=lambda kv: -kv[1][0]):
-        print(f"| {name} | {g} | {c // len(chosen)} | {t:.1f} | {100 * t / total:.1f}% |")
+    print("| kernel | grid | launches/pass | us/pass | share | SM clock (mean) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for (name, g), (t, c, f) in sorted(per.items(), key=lambda kv: -kv[1][0]):
+        print(f"| {name} | {g} | {c // len(chosen)} | {t:.1f} | {100 * t / total:.1f}% | {f / c:.4g} |")
 
 
 if __name__ == "__main__":

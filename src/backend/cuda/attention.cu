@@ -11,7 +11,16 @@
 // one decode token, 32 query / 8 KV heads of 128, F16): 16K context 679 GB/s of K+V (16%), 1K
 // context 221 GB/s (5%, 19 us: launch-size bound). Prefill is the same kernel per token (keys
 // re-read from L2 by every query token): a tiled tensor-core kernel is still to come.
+// 2026-12-04: V loads 8 bytes wide and 16 rows deep, V rows prefetched into L2 with the scores,
+// and F16/BF16 K rows loaded whole before the products: ctx 512 20.0 -> 18.2 us, 16K 89.5 ->
+// 81 us (20% of the copy bandwidth). In the decode step (Nsight Compute, cold) still ~22 us a
+// layer at ~600 tokens, ~0.8 ms of a 3.6 ms step: the largest non-GEMV cost; its cause is not
+// found yet (neither memory round trips nor clocks: the SM clock reads 1.98 GHz). v3 (one
+// softmax state per block, a thread per key, 128-key chunks; TERN_CUDA_ATTN=3) measured slower
+// in the step (225 vs 252 tok/s) and is kept only for that comparison.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
@@ -22,7 +31,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kMaxGroup = 8;
-constexpr int kVBatch = 8;  // value rows loaded before the first is used
+constexpr int kVBatch = 16;  // value rows loaded before the first is used
 
 // Elements [d0, d0 + N) of cache row `row` (rows of head_dim elements of type `type`).
 template <int N>
@@ -41,6 +50,19 @@ __device__ __forceinline__ void load_row(TensorType type, const void* cache, int
           v[8 * c + 2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
                                  : __uint_as_float(w[i] << 16);
           v[8 * c + 2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
+                                     : __uint_as_float(w[i] & 0xFFFF0000u);
+        }
+      }
+    } else if constexpr (N % 4 == 0) {  // a lane's dims of a value row: 8-byte loads
+#pragma unroll
+      for (int c = 0; c < N / 4; ++c) {
+        const uint2 q = *reinterpret_cast<const uint2*>(p + 4 * c);
+        const uint32_t w[2] = {q.x, q.y};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          v[4 * c + 2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
+                                 : __uint_as_float(w[i] << 16);
+          v[4 * c + 2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
                                      : __uint_as_float(w[i] & 0xFFFF0000u);
         }
       }
@@ -81,6 +103,58 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// s[g] += q[g] . K row `row` for the block's query heads (sq: [G][32 * HDL] in shared memory).
+// F16/BF16 rows of exactly 32 * HDL elements take every 16-byte load of the row before the first
+// product: with the type and size unknown at compile time the loop below waits for each load in
+// turn (16 memory round trips per key for head size 128: ~20 us per 32-key tile, measured).
+template <int HDL, int G>
+__device__ __forceinline__ void key_scores(const AttentionLaunch& a, int64_t row,
+                                           const float (*sq)[32 * HDL], float (&s)[G]) {
+  constexpr int kHd = 32 * HDL;
+  const int64_t hd = a.head_dim;
+  if ((a.kv_type == TensorType::F16 || a.kv_type == TensorType::BF16) && hd == kHd) {
+    const bool f16 = a.kv_type == TensorType::F16;
+    const uint4* kp =
+        reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.k_cache) + row * kHd);
+    uint4 raw[kHd / 8];
+#pragma unroll
+    for (int c = 0; c < kHd / 8; ++c) raw[c] = kp[c];
+#pragma unroll
+    for (int c = 0; c < kHd / 8; ++c) {
+      const uint32_t w[4] = {raw[c].x, raw[c].y, raw[c].z, raw[c].w};
+      float kv[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        kv[2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
+                        : __uint_as_float(w[i] << 16);
+        kv[2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
+                            : __uint_as_float(w[i] & 0xFFFF0000u);
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float4 q0 = *reinterpret_cast<const float4*>(&sq[g][8 * c]);
+        const float4 q1 = *reinterpret_cast<const float4*>(&sq[g][8 * c + 4]);
+        s[g] += q0.x * kv[0] + q0.y * kv[1] + q0.z * kv[2] + q0.w * kv[3] + q1.x * kv[4] +
+                q1.y * kv[5] + q1.z * kv[6] + q1.w * kv[7];
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < kHd / 8; ++c) {
+    const int d = 8 * c;
+    if (d < hd) {
+      float kv[8];
+      load_row<8>(a.kv_type, a.k_cache, row, hd, d, kv);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s[g] += sq[g][d + i] * kv[i];
+      }
+    }
+  }
+}
+
 // HDL: head dims per lane (head_dim <= 32 * HDL); G: query heads per block.
 template <int HDL, int G>
 __global__ void __launch_bounds__(32 * kWarps)
@@ -89,7 +163,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   pdl_wait();
 
   constexpr int kHd = 32 * HDL;
-  __shared__ float sq[G][kHd];
+  __shared__ __align__(16) float sq[G][kHd];
   __shared__ float sacc[kWarps][G][kHd];
   __shared__ float sm[kWarps][G], sl[kWarps][G];
 
@@ -137,6 +211,9 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int i = 0; i < HDL; ++i) acc[g][i] = 0.0f;
   }
   const bool lane_dims = lane * HDL < hd;
+  const int64_t v_row_bytes = a.kv_type == TensorType::F32    ? hd * 4
+                              : a.kv_type == TensorType::Q8_0 ? hd / 32 * 34
+                                                              : hd * 2;
   for (int64_t tile = kbeg + warp * 32; tile < kend; tile += 32 * kWarps) {
     const int64_t j = tile + lane;
     const bool valid = j < kend;
@@ -148,20 +225,11 @@ __global__ void __launch_bounds__(32 * kWarps)
       const int64_t slot =
           static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
       row = slot * a.kv_heads + kvh;
-      // Unrolled over the largest head size so that the row's loads are all in flight at once.
-#pragma unroll
-      for (int c = 0; c < kHd / 8; ++c) {
-        const int d = 8 * c;
-        if (d < hd) {
-          float kv[8];
-          load_row<8>(a.kv_type, a.k_cache, row, hd, d, kv);
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) s[g] += sq[g][d + i] * kv[i];
-          }
-        }
-      }
+      // The key's value row is read after the softmax step: start fetching it into L2 now.
+      const char* vr = static_cast<const char*>(a.v_cache) + row * v_row_bytes;
+      for (int64_t off = 0; off < v_row_bytes; off += 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + off));
+      key_scores<HDL, G>(a, row, sq, s);
     }
     float p[G];
 #pragma unroll
@@ -241,6 +309,177 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+// v3: one softmax state per block. A thread per key scores a chunk of 128 keys (its K row's loads
+// all in flight), each warp reduces one head's chunk max and sum in shared memory, and the warps
+// then split the chunk's keys for P.V (value rows batched 32 / HDL deep, a lane's dims each), so
+// every warp works on every chunk and the warps' outputs only add up at the end.
+constexpr int kChunk = 128;  // keys per chunk = threads per block
+
+template <int HDL, int G>
+__global__ void __launch_bounds__(kChunk)
+    attention_v3_kernel(AttentionLaunch a, int group, int head_chunks) {
+  pdl_launch_dependents();
+  pdl_wait();
+
+  constexpr int kHd = 32 * HDL;
+  constexpr int kW = kChunk / 32;
+  constexpr int kV3Batch = HDL >= 8 ? 4 : HDL >= 4 ? 8 : 16;
+  __shared__ __align__(16) float sq[G][kHd];
+  __shared__ float sp[G][kChunk];  // the chunk's scores, then its probabilities
+  __shared__ int64_t srow[kChunk];
+  __shared__ float sm[G], sl[G], scorr[G];
+  __shared__ float sacc[kW][G][kHd];
+
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t hd = a.head_dim;
+  const int hc = static_cast<int>(blockIdx.x % head_chunks);
+  const int64_t tk = blockIdx.x / head_chunks;  // token * kv_heads + kv head
+  const int64_t kvh = tk % a.kv_heads, token = tk / a.kv_heads;
+  const int64_t h0 = kvh * group + hc * G;
+  const int gcount = min(G, group - hc * G);
+  const int split = static_cast<int>(blockIdx.y);
+
+  int lo_s = 0, hi_s = a.sequence_count - 1;
+  while (lo_s < hi_s) {
+    const int mid = (lo_s + hi_s + 1) / 2;
+    if (a.sequences[4 * mid] <= token) {
+      lo_s = mid;
+    } else {
+      hi_s = mid - 1;
+    }
+  }
+  const int32_t* seq = a.sequences + 4 * lo_s;
+  const int64_t pos = seq[2] + (token - seq[0]);
+  const int32_t* table = a.tables + seq[3];
+  const int64_t first =
+      a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
+  const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
+  const int64_t kbeg = first + static_cast<int64_t>(split) * per;
+  const int64_t kend = (pos + 1 < kbeg + per ? pos + 1 : kbeg + per);
+
+  for (int i = static_cast<int>(threadIdx.x); i < G * kHd; i += kChunk) {
+    const int g = i / kHd, d = i % kHd;
+    sq[g][d] = (g < gcount && d < hd) ? a.q[(token * a.heads + h0 + g) * hd + d] : 0.0f;
+  }
+  if (threadIdx.x < G) {
+    sm[threadIdx.x] = -INFINITY;
+    sl[threadIdx.x] = 0.0f;
+  }
+  __syncthreads();
+
+  float acc[G][HDL];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int i = 0; i < HDL; ++i) acc[g][i] = 0.0f;
+  }
+  const bool lane_dims = lane * HDL < hd;
+  for (int64_t c0 = kbeg; c0 < kend; c0 += kChunk) {
+    const int64_t j = c0 + threadIdx.x;
+    const bool valid = j < kend;
+    float s[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) s[g] = 0.0f;
+    int64_t row = 0;
+    if (valid) {
+      const int64_t slot =
+          static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+      row = slot * a.kv_heads + kvh;
+      key_scores<HDL, G>(a, row, sq, s);
+    }
+    srow[threadIdx.x] = row;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float v = s[g] * a.scale;
+      if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+      sp[g][threadIdx.x] = valid ? v : -INFINITY;
+    }
+    __syncthreads();
+    for (int g = warp; g < G; g += kW) {  // warp g: head g's chunk max, probabilities and sum
+      float v[kChunk / 32];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kChunk / 32; ++i) {
+        v[i] = sp[g][lane + 32 * i];
+        mx = fmaxf(mx, v[i]);
+      }
+      mx = warp_max(mx);
+      const float m_old = sm[g];
+      const float m_new = fmaxf(m_old, mx);
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kChunk / 32; ++i) {
+        const float p = m_new == -INFINITY ? 0.0f : expf(v[i] - m_new);
+        sp[g][lane + 32 * i] = p;
+        sum += p;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        const float corr = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
+        scorr[g] = corr;
+        sl[g] = sl[g] * corr + sum;
+        sm[g] = m_new;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float corr = scorr[g];
+#pragma unroll
+      for (int i = 0; i < HDL; ++i) acc[g][i] *= corr;
+    }
+    const int count = static_cast<int>(kend - c0 < kChunk ? kend - c0 : kChunk);
+    // Warp w takes keys w, w + 4, ... of the chunk, kV3Batch value rows in flight.
+    for (int u0 = warp; u0 < count; u0 += kW * kV3Batch) {
+      float vv[kV3Batch][HDL];
+#pragma unroll
+      for (int b = 0; b < kV3Batch; ++b) {
+        const int u = u0 + kW * b;
+        if (lane_dims && u < count)
+          load_row<HDL>(a.kv_type, a.v_cache, srow[u], hd, lane * HDL, vv[b]);
+      }
+#pragma unroll
+      for (int b = 0; b < kV3Batch; ++b) {
+        const int u = u0 + kW * b;
+        if (lane_dims && u < count) {
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            const float p = sp[g][u];
+#pragma unroll
+            for (int i = 0; i < HDL; ++i) acc[g][i] += p * vv[b][i];
+          }
+        }
+      }
+    }
+    __syncthreads();  // sp and srow are rewritten by the next chunk
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int i = 0; i < HDL; ++i) sacc[warp][g][lane * HDL + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < gcount * hd; i += kChunk) {
+    const int g = static_cast<int>(i / hd);
+    const int64_t d = i % hd;
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kW; ++w) o += sacc[w][g][d];
+    const float mx = sm[g], total = sl[g];
+    const int64_t qh = token * a.heads + h0 + g;
+    if (a.splits == 1) {
+      a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
+    } else {
+      float* part = a.partial + (qh * a.splits + split) * (hd + 2);
+      part[d] = o;
+      if (d == 0) {
+        part[hd] = mx;
+        part[hd + 1] = total;
+      }
+    }
+  }
+}
+
 __global__ void combine_kernel(AttentionLaunch a) {
   pdl_launch_dependents();
   pdl_wait();
@@ -270,6 +509,23 @@ void launch_hdl(const AttentionLaunch& a, int group, cudaStream_t stream) {
   const int chunks = (group + g - 1) / g;
   const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
                   static_cast<unsigned>(a.splits));
+  if (attention_v3()) {
+    switch (g) {
+      case 1:
+        (void)launch_pdl(attention_v3_kernel<HDL, 1>, grid, kChunk, stream, a, group, chunks);
+        break;
+      case 2:
+        (void)launch_pdl(attention_v3_kernel<HDL, 2>, grid, kChunk, stream, a, group, chunks);
+        break;
+      case 4:
+        (void)launch_pdl(attention_v3_kernel<HDL, 4>, grid, kChunk, stream, a, group, chunks);
+        break;
+      default:
+        (void)launch_pdl(attention_v3_kernel<HDL, 8>, grid, kChunk, stream, a, group, chunks);
+        break;
+    }
+    return;
+  }
   switch (g) {
     case 1:
       (void)launch_pdl(attention_kernel<HDL, 1>, grid, 32 * kWarps, stream, a, group, chunks);
@@ -287,6 +543,18 @@ void launch_hdl(const AttentionLaunch& a, int group, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool attention_v3() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN");  // off by default: measured slower (notes)
+    return v != nullptr && std::strcmp(v, "3") == 0;
+  }();
+  return on;
+}
+
+int64_t attention_split_keys() {
+  return attention_v3() ? kChunk : 64;
+}
 
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
   const bool type_ok = kv_type == TensorType::F32 || kv_type == TensorType::F16 ||

@@ -132,10 +132,10 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   const char* graphs = std::getenv("TERN_CUDA_GRAPHS");
   d->graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
   const char* fuse = std::getenv("TERN_CUDA_FUSE");
-  // Off by default: on the H200 (2026-12-03) the fused step (365 launches) decoded at 169 tok/s,
-  // the unfused one (652) at 177.5: the multi-matrix and gate/up kernels are slower than the
-  // separate templated GEMVs. TERN_CUDA_FUSE=1 turns fusion on.
-  d->fuse_ = fuse != nullptr && std::strcmp(fuse, "1") == 0;
+  // On by default since the row-pair GEMVs (2026-12-04, H200): fused (365 launches a step)
+  // 239 tok/s, unfused (652) 219. Before them the multi-matrix and gate/up kernels were slower
+  // than the separate GEMVs (169 vs 177.5). TERN_CUDA_FUSE=0 turns fusion off.
+  d->fuse_ = fuse == nullptr || std::strcmp(fuse, "0") != 0;
   const char* timing = std::getenv("TERN_CUDA_TIMING");
   if (timing != nullptr && std::strcmp(timing, "1") == 0) {
     d->timing_ = true;
@@ -151,6 +151,7 @@ CudaDevice::~CudaDevice() {
     (void)cudaStreamSynchronize(stream_);
   }
   for (auto& e : execs_) (void)cudaGraphExecDestroy(e.exec);
+  if (pinned_ != nullptr) (void)cudaFreeHost(pinned_);
   for (auto e : timing_events_) {
     if (e != nullptr) (void)cudaEventDestroy(e);
   }
@@ -409,12 +410,28 @@ void CudaDevice::copy(const void* src, void* dst, size_t bytes) {
 void CudaDevice::download(const void* device_data, void* host, size_t bytes) {
   if (failed_) return;
   if (!flush()) return;
-  if (!check(cudaMemcpyAsync(host, device_data, bytes, cudaMemcpyDeviceToHost, stream_),
+  constexpr size_t kPinnedDownload = size_t{16} << 20;
+  if (bytes <= kPinnedDownload && pinned_bytes_ < bytes) {
+    if (pinned_ != nullptr) (void)cudaFreeHost(pinned_);
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    const size_t want = std::max(bytes, size_t{1} << 20);
+    if (cudaMallocHost(&pinned_, want) == cudaSuccess) {
+      pinned_bytes_ = want;
+    } else {
+      pinned_ = nullptr;
+      (void)cudaGetLastError();  // fall back to the pageable copy
+    }
+  }
+  const bool bounce = bytes <= pinned_bytes_;
+  if (!check(cudaMemcpyAsync(bounce ? pinned_ : host, device_data, bytes, cudaMemcpyDeviceToHost,
+                             stream_),
              "cudaMemcpyAsync (download)"))
     return;
   const bool timed = timing_ && timing_pending_;
   if (timed && !check(cudaEventRecord(timing_events_[2], stream_), "cudaEventRecord")) return;
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)");
+  if (check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)") && bounce)
+    std::memcpy(host, pinned_, bytes);
   if (timed) {
     timing_pending_ = false;
     const double end = now_us();
@@ -959,7 +976,9 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   const int64_t target = 2 * std::max(1, info_.multiprocessors);
   int64_t splits = 1;
   if (blocks < target) {
-    const int64_t want = std::min((target + blocks - 1) / blocks, (max_keys + 63) / 64);
+    const int64_t per_split = cuda::attention_split_keys();
+    const int64_t want =
+        std::min((target + blocks - 1) / blocks, (max_keys + per_split - 1) / per_split);
     while (splits * 2 <= want) splits *= 2;
   }
   a.splits = static_cast<int32_t>(splits);

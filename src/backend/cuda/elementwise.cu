@@ -1,7 +1,9 @@
 // Element-wise ops on F32 activations: add, add_row_vector (bias), scale, and the gated
 // activations silu(gate) * up and gelu_tanh(gate) * up. Each reads its inputs once and writes
-// its output once; grid-stride loops.
+// its output once; grid-stride loops. Launched with PDL (their launch overlaps the kernel before;
+// before 2026-12-04 they were plain launches, which broke the PDL chain of the unfused step).
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace tern::cuda {
 namespace {
@@ -11,7 +13,10 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(blocks < 8192 ? blocks : 8192);
 }
 
+// Launched with PDL (pdl.cuh): each kernel waits for the one before it first.
 #define TERN_FOR_EACH(i, n)                                                              \
+  pdl_launch_dependents();                                                               \
+  pdl_wait();                                                                            \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -48,34 +53,34 @@ __global__ void gelu_mul_kernel(const float* g, const float* u, float* out, int6
 
 cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  add_kernel<<<grid_for(n), 256, 0, stream>>>(a, b, out, n);
+  (void)launch_pdl(add_kernel, grid_for(n), 256, stream, a, b, out, n);
   return cudaGetLastError();
 }
 
 cudaError_t add_row_vector(float* x, const float* v, int64_t rows, int64_t cols,
                            cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
-  add_row_kernel<<<grid_for(rows * cols), 256, 0, stream>>>(x, v, rows, cols);
+  (void)launch_pdl(add_row_kernel, grid_for(rows * cols), 256, stream, x, v, rows, cols);
   return cudaGetLastError();
 }
 
 cudaError_t scale(float* x, float factor, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  scale_kernel<<<grid_for(n), 256, 0, stream>>>(x, factor, n);
+  (void)launch_pdl(scale_kernel, grid_for(n), 256, stream, x, factor, n);
   return cudaGetLastError();
 }
 
 cudaError_t silu_mul(const float* gate, const float* up, float* out, int64_t n,
                      cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate, up, out, n);
+  (void)launch_pdl(silu_mul_kernel, grid_for(n), 256, stream, gate, up, out, n);
   return cudaGetLastError();
 }
 
 cudaError_t gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n,
                           cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  gelu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate, up, out, n);
+  (void)launch_pdl(gelu_mul_kernel, grid_for(n), 256, stream, gate, up, out, n);
   return cudaGetLastError();
 }
 

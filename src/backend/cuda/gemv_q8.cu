@@ -10,6 +10,16 @@
 // per second over the copy bandwidth: Q8_0 12288x4096 71%, Q4_0 60%, Q4_K 52%, Q5_K 55%, Q6_K
 // 4096x12288 40%; 1024x4096 (k/v projections) 17-29%: too few rows to fill 132 SMs. n = 8 reads
 // the weights at 9-27%: the per-row activation loop does not scale yet.
+// v3 row pairs (below; n = 1 Q4_K/Q6_K/Q8_0, the default; TERN_CUDA_GEMV_PAIR=0 keeps v2):
+// measured 2026-12-04 (same bench, weight copies cycled so reads come from HBM): Q4_K 12288x4096
+// 12.6 us = 2240 GB/s (53% of the 4240 GB/s copy), 4096x12288 56%, 4096x4096 45%, 1024x4096 23%
+// (v2: 48/41/40/13%); Q6_K 4096x12288 58% (v2 41%). In the decode step (Nsight Compute, cold
+// L2, Qwen3-8B Q4_K_M): gate+up 56.6 MB in 25.9 us (52%), Q6_K down 49%, LM head 57%. Decode
+// 177.5 -> 239 tok/s together with the norm fix (norm.cu). The bound now is bytes in flight:
+// a block (two rows) has ~4.6 KB of loads outstanding, 8 blocks a multiprocessor.
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
@@ -415,6 +425,320 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   }
 }
 
+// ---- v3: row pairs (n = 1, Q4_K, Q6_K and Q8_0 with k % 256 == 0). Two weight rows share every
+// activation load and the four warps of a block split the row's superblocks between them (reduced
+// through shared memory), so a block covers two rows and small matrices still give m / 2 blocks. A
+// lane takes 32 weights of a superblock per row (8 lanes a superblock, 1024 weights a warp per
+// step) with 16-byte loads where the layout allows (Q4_K: the superblock's 16-byte header and 16
+// quant bytes; Q6_K: 2-byte aligned blocks, aligned 32-bit loads funnel-shifted).
+
+__device__ __forceinline__ int4 ldg16(const void* p) {
+  return __ldg(reinterpret_cast<const int4*>(p));
+}
+__device__ __forceinline__ int2 ldg8(const void* p) {
+  return __ldg(reinterpret_cast<const int2*>(p));
+}
+// The two little-endian words at p (2-byte aligned), from 3 aligned 32-bit loads.
+__device__ __forceinline__ void words2(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
+  const uint32_t* a =
+      reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+  const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+  const uint32_t r0 = __ldg(a), r1 = __ldg(a + 1), r2 = __ldg(a + 2);
+  w0 = __funnelshift_r(r0, r1, shift);
+  w1 = __funnelshift_r(r1, r2, shift);
+}
+
+template <TensorType T>
+struct Pair;
+
+template <>
+struct Pair<TensorType::Q4_K> {
+  static constexpr int kBytes = 144;
+  // Superblock `sb` of both rows; the lane's part j = lane % 8: quant chunk c2 = j / 2 (sub-blocks
+  // 2 c2 and 2 c2 + 1), half h = j % 2 (elements 16 h .. 16 h + 15 of each).
+  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
+                             int lane, float& acc0, float& acc1) {
+    const int j = lane & 7, c2 = j >> 1, h = j & 1;
+    const int64_t blk0 = sb * 8 + 2 * c2;
+    const int4 x0 = ldg16(a.qs + blk0 * 32 + 16 * h);
+    const int4 x1 = ldg16(a.qs + (blk0 + 1) * 32 + 16 * h);
+    const float2 xd = __ldg(reinterpret_cast<const float2*>(a.d + blk0));
+    const float2 xs = __ldg(reinterpret_cast<const float2*>(a.s + blk0));
+    float res[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = (r == 0 ? r0 : r1) + sb * kBytes;
+      const int4 hd = ldg16(b);
+      const int4 q = ldg16(b + 16 + c2 * 32 + 16 * h);
+      const uint32_t dd = static_cast<uint32_t>(hd.x);
+      const float d = half_bits_to_float(static_cast<uint16_t>(dd & 0xFFFF));
+      const float dmin = half_bits_to_float(static_cast<uint16_t>(dd >> 16));
+      const uint32_t shift = 16 * (c2 & 1);
+      const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
+      const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
+      const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
+      int sc0, sc1, m0, m1;
+      if (c2 < 2) {
+        sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
+        m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
+      } else {
+        sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
+        sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
+        m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
+        m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
+      }
+      const uint32_t qw[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
+                              static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
+      const int xa[4] = {x0.x, x0.y, x0.z, x0.w}, xb[4] = {x1.x, x1.y, x1.z, x1.w};
+      int dot0 = 0, dot1 = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        dot0 = __dp4a(static_cast<int>(qw[i] & 0x0F0F0F0Fu), xa[i], dot0);
+        dot1 = __dp4a(static_cast<int>((qw[i] >> 4) & 0x0F0F0F0Fu), xb[i], dot1);
+      }
+      // The min term covers the whole 32-element block: the h = 0 lane adds it.
+      const float mins =
+          h == 0 ? dmin * (static_cast<float>(m0) * xs.x + static_cast<float>(m1) * xs.y) : 0.0f;
+      res[r] = d * (static_cast<float>(sc0) * xd.x * static_cast<float>(dot0) +
+                    static_cast<float>(sc1) * xd.y * static_cast<float>(dot1)) -
+               mins;
+    }
+    acc0 += res[0];
+    acc1 += res[1];
+  }
+};
+
+template <>
+struct Pair<TensorType::Q6_K> {
+  static constexpr int kBytes = 210;
+  // The lane's part j = lane % 8: half hh = j / 4 (128 elements), l in [8 q, 8 q + 8) with
+  // q = j % 4, the four groups g of 32 (elements hh * 128 + 32 g + l).
+  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
+                             int lane, float& acc0, float& acc1) {
+    const int j = lane & 7, hh = j >> 2, qq = j & 3, l0 = 8 * qq;
+    const int64_t e0 = sb * 256 + hh * 128 + l0;
+    int2 xg[4];
+#pragma unroll
+    for (int g = 0; g < 4; ++g) xg[g] = ldg8(a.qs + e0 + 32 * g);
+    const float4 xd = __ldg(reinterpret_cast<const float4*>(a.d + sb * 8 + hh * 4));
+    const float xds[4] = {xd.x, xd.y, xd.z, xd.w};
+    float res[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = (r == 0 ? r0 : r1) + sb * kBytes;
+      uint32_t la0, la1, lb0, lb1, h0, h1, s0, s1;
+      words2(b + hh * 64 + l0, la0, la1);
+      words2(b + hh * 64 + 32 + l0, lb0, lb1);
+      words2(b + 128 + hh * 32 + l0, h0, h1);
+      words2(b + 192 + hh * 8, s0, s1);  // the half's 8 scales
+      const float d = half_bits_to_float(load_u16(b + 208));
+      const uint32_t la[2] = {la0, la1}, lb[2] = {lb0, lb1}, hb[2] = {h0, h1};
+      float sum = 0.0f;
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        int dot = 0;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t lo = g & 1 ? lb[i] : la[i];
+          const uint32_t nib = g < 2 ? (lo & 0x0F0F0F0Fu) : ((lo >> 4) & 0x0F0F0F0Fu);
+          const uint32_t hi = ((hb[i] >> (2 * g)) & 0x03030303u) << 4;
+          const int w = static_cast<int>(__vsub4(nib | hi, 0x20202020u));
+          dot = __dp4a(w, i == 0 ? xg[g].x : xg[g].y, dot);
+        }
+        // Scale of sub-block hh * 8 + 2 g + (l0 / 16): byte 2 g + (qq >> 1) of the 8.
+        const int sbyte = 2 * g + (qq >> 1);
+        const uint32_t sw = sbyte < 4 ? s0 : s1;
+        const int sc = static_cast<int8_t>((sw >> (8 * (sbyte & 3))) & 0xFF);
+        sum += static_cast<float>(sc) * xds[g] * static_cast<float>(dot);
+      }
+      res[r] = d * sum;
+    }
+    acc0 += res[0];
+    acc1 += res[1];
+  }
+};
+
+template <>
+struct Pair<TensorType::Q8_0> {
+  static constexpr int kBytes = 34;
+  // "Superblock" sb: 8 blocks of 32 (256 weights, as for the K-quants); the lane takes block
+  // sb * 8 + lane % 8 of both rows (34-byte blocks: 2-byte aligned, funnel-shifted words).
+  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
+                             int lane, float& acc0, float& acc1) {
+    const int64_t blk = sb * 8 + (lane & 7);
+    const int4 x0 = ldg16(a.qs + blk * 32), x1 = ldg16(a.qs + blk * 32 + 16);
+    const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    const float xd = __ldg(a.d + blk);
+    float res[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = (r == 0 ? r0 : r1) + blk * kBytes;
+      uint32_t w[8];
+      words8(b + 2, w);
+      const float d = half_bits_to_float(load_u16(b));
+      int dot = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dot = __dp4a(static_cast<int>(w[i]), xw[i], dot);
+      res[r] = d * xd * static_cast<float>(dot);
+    }
+    acc0 += res[0];
+    acc1 += res[1];
+  }
+};
+
+constexpr int kPairWarps = 4;
+
+bool pair_type(TensorType t, int64_t k) {
+  return t == TensorType::Q4_K || t == TensorType::Q6_K || (t == TensorType::Q8_0 && k % 256 == 0);
+}
+// TERN_CUDA_GEMV_PAIR: 0 = v2 (a warp a row), 1 (default) = a block a row pair, the warps
+// splitting k; 2 = a warp a row pair over all of k (four pairs a block).
+int pair_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_PAIR");
+    if (v == nullptr) return 1;
+    return std::strcmp(v, "0") == 0 ? 0 : std::strcmp(v, "2") == 0 ? 2 : 1;
+  }();
+  return mode;
+}
+// Pairs per block in mode M.
+constexpr int pairs_per_block(int M) {
+  return M == 1 ? 1 : kPairWarps;
+}
+
+// t0, t1 = rows r0 and r1 . x; M = 1: the block's four warps split the superblocks (every
+// thread gets the totals); M = 2: the calling warp does the whole rows (its lanes get them).
+template <TensorType T, int M>
+__device__ __forceinline__ void pair_rows(const uint8_t* r0, const uint8_t* r1, const Acts& a,
+                                          float& t0, float& t1) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t sbs = a.k / 256;
+  float acc0 = 0.0f, acc1 = 0.0f;
+  if constexpr (M == 1) {
+#pragma unroll 2
+    for (int64_t sb = (warp * 32 + lane) / 8; sb < sbs; sb += kPairWarps * 4) {
+      Pair<T>::dot(r0, r1, sb, a, lane, acc0, acc1);
+    }
+  } else {
+#pragma unroll 4
+    for (int64_t sb = lane / 8; sb < sbs; sb += 4) Pair<T>::dot(r0, r1, sb, a, lane, acc0, acc1);
+  }
+  acc0 = warp_total(acc0);
+  acc1 = warp_total(acc1);
+  if constexpr (M == 1) {
+    __shared__ float part[2][kPairWarps];
+    if (lane == 0) {
+      part[0][warp] = acc0;
+      part[1][warp] = acc1;
+    }
+    __syncthreads();
+    t0 = 0.0f, t1 = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kPairWarps; ++w) t0 += part[0][w], t1 += part[1][w];
+  } else {
+    t0 = acc0, t1 = acc1;
+  }
+}
+
+// The pair a thread works on, and whether it writes the results.
+template <int M>
+__device__ __forceinline__ int64_t pair_index() {
+  return M == 1 ? static_cast<int64_t>(blockIdx.x)
+                : static_cast<int64_t>(blockIdx.x) * kPairWarps + threadIdx.x / 32;
+}
+template <int M>
+__device__ __forceinline__ bool pair_writer() {
+  return M == 1 ? threadIdx.x == 0 : threadIdx.x % 32 == 0;
+}
+// Starts fetching the pair's rows into L2 (M = 1: warps 0 and 1; M = 2: the pair's warp).
+template <int M>
+__device__ __forceinline__ void pair_prefetch(const uint8_t* r0, const uint8_t* r1, size_t bytes) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  if (M == 2 || warp == 0) prefetch_l2(r0, bytes, lane);
+  if ((M == 2 || warp == 1) && r1 != r0) prefetch_l2(r1, bytes, lane);
+}
+
+template <TensorType T, int M>
+__global__ void __launch_bounds__(32 * kPairWarps)
+    gemv_pair_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, float* y) {
+  const int64_t row0 = pair_index<M>() * 2;
+  if (row0 >= m) return;  // M = 2 only: whole warps
+  const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
+  const uint8_t* r0 = w + static_cast<size_t>(row0) * row_bytes;
+  const uint8_t* r1 = w + static_cast<size_t>(row1) * row_bytes;
+  pair_prefetch<M>(r0, r1, row_bytes);
+  pdl_launch_dependents();
+  pdl_wait();
+  float t0, t1;
+  pair_rows<T, M>(r0, r1, a, t0, t1);
+  if (pair_writer<M>()) {
+    y[row0] = t0;
+    if (row1 != row0) y[row1] = t1;
+  }
+}
+
+// Gate and up row r of one x: a pair.
+template <TensorType T, int M>
+__global__ void __launch_bounds__(32 * kPairWarps)
+    gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out) {
+  const int64_t row = pair_index<M>();
+  if (row >= gate.m) return;
+  const uint8_t* r0 =
+      static_cast<const uint8_t*>(gate.w) + static_cast<size_t>(row) * gate.row_bytes;
+  const uint8_t* r1 = static_cast<const uint8_t*>(up.w) + static_cast<size_t>(row) * up.row_bytes;
+  pair_prefetch<M>(r0, r1, gate.row_bytes);
+  pdl_launch_dependents();
+  pdl_wait();
+  float g, u;
+  pair_rows<T, M>(r0, r1, a, g, u);
+  if (pair_writer<M>()) {
+    gate.y[row] = g;
+    up.y[row] = u;
+    float act;
+    if (gelu) {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      act = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    } else {
+      act = g / (1.0f + expf(-g));
+    }
+    out[row] = act * u;
+  }
+}
+
+// Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take matrix
+// i's row pairs.
+template <int M>
+__global__ void __launch_bounds__(32 * kPairWarps) gemv_pair_multi_kernel(GemvQ8Multi g, Acts a) {
+  const int64_t b = blockIdx.x;
+  int i = 0;
+  while (i + 1 < g.count && b >= g.block_ends[i]) ++i;
+  const GemvQ8Matrix& mat = g.mats[i];
+  const int64_t local = (b - (i == 0 ? 0 : g.block_ends[i - 1])) * pairs_per_block(M) +
+                        (M == 1 ? 0 : threadIdx.x / 32);
+  const int64_t row0 = local * 2;
+  if (row0 >= mat.m) return;
+  const int64_t row1 = row0 + 1 < mat.m ? row0 + 1 : row0;
+  const uint8_t* r0 =
+      static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row0) * mat.row_bytes;
+  const uint8_t* r1 =
+      static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row1) * mat.row_bytes;
+  pair_prefetch<M>(r0, r1, mat.row_bytes);
+  pdl_launch_dependents();
+  pdl_wait();
+  float t0, t1;
+  if (mat.type == TensorType::Q4_K) {
+    pair_rows<TensorType::Q4_K, M>(r0, r1, a, t0, t1);
+  } else if (mat.type == TensorType::Q6_K) {
+    pair_rows<TensorType::Q6_K, M>(r0, r1, a, t0, t1);
+  } else {
+    pair_rows<TensorType::Q8_0, M>(r0, r1, a, t0, t1);
+  }
+  if (pair_writer<M>()) {
+    mat.y[row0] = t0;
+    if (row1 != row0) mat.y[row1] = t1;
+  }
+}
+
 template <TensorType T>
 void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float* y,
             cudaStream_t stream) {
@@ -423,6 +747,20 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
   const dim3 grid(static_cast<unsigned>((m + kRowsPerBlock - 1) / kRowsPerBlock));
   const auto* p = static_cast<const uint8_t*>(w);
   const int ni = static_cast<int>(n);
+  if constexpr (T == TensorType::Q4_K || T == TensorType::Q6_K || T == TensorType::Q8_0) {
+    if (n == 1 && pair_mode() == 1 && pair_type(T, k)) {
+      (void)launch_pdl(gemv_pair_kernel<T, 1>, dim3(static_cast<unsigned>((m + 1) / 2)),
+                       32 * kPairWarps, stream, p, m, row_bytes, a, y);
+      return;
+    }
+    if (n == 1 && pair_mode() == 2 && pair_type(T, k)) {
+      const int64_t pairs = (m + 1) / 2;
+      (void)launch_pdl(gemv_pair_kernel<T, 2>,
+                       dim3(static_cast<unsigned>((pairs + kPairWarps - 1) / kPairWarps)),
+                       32 * kPairWarps, stream, p, m, row_bytes, a, y);
+      return;
+    }
+  }
   if (n == 1) {
     (void)launch_pdl(gemv_q8_kernel<T, 1>, grid, 32 * kRowsPerBlock, stream, p, m, row_bytes, a, ni,
                      y);
@@ -474,6 +812,21 @@ size_t gemv_q8_row_bytes(TensorType type, int64_t k) {
 
 cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaStream_t stream) {
   if (g.count < 1 || g.count > kMaxGemvMulti) return cudaErrorInvalidValue;
+  const int mode = pair_mode();
+  bool pairs = mode != 0;
+  for (int i = 0; i < g.count; ++i) pairs = pairs && pair_type(g.mats[i].type, k);
+  if (pairs) {  // the same matrices, row pairs
+    const int64_t per = mode == 1 ? 1 : kPairWarps;
+    GemvQ8Multi p = g;
+    for (int i = 0; i < g.count; ++i)
+      p.block_ends[i] =
+          (i == 0 ? 0 : p.block_ends[i - 1]) + ((g.mats[i].m + 1) / 2 + per - 1) / per;
+    const int64_t blocks = p.block_ends[p.count - 1];
+    if (blocks == 0) return cudaSuccess;
+    (void)launch_pdl(mode == 1 ? gemv_pair_multi_kernel<1> : gemv_pair_multi_kernel<2>,
+                     static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p, acts(xq, 1, k));
+    return cudaGetLastError();
+  }
   const int64_t blocks = g.block_ends[g.count - 1];
   if (blocks == 0) return cudaSuccess;
   (void)launch_pdl(gemv_q8_multi_kernel, static_cast<unsigned>(blocks), 32 * kRowsPerBlock, stream,
@@ -489,6 +842,24 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
                         bool gelu, float* out, cudaStream_t stream) {
   if (gate.m != up.m) return cudaErrorInvalidValue;
   if (gate.m == 0) return cudaSuccess;
+  const int mode = pair_mode();
+  if (mode != 0 && gate.type == up.type && pair_type(gate.type, k)) {
+    const auto blocks =
+        static_cast<unsigned>(mode == 1 ? gate.m : (gate.m + kPairWarps - 1) / kPairWarps);
+    const Acts a = acts(xq, 1, k);
+    auto* kernel = gemv_pair_glu_kernel<TensorType::Q4_K, 1>;
+    if (gate.type == TensorType::Q4_K) {
+      kernel = mode == 1 ? kernel : gemv_pair_glu_kernel<TensorType::Q4_K, 2>;
+    } else if (gate.type == TensorType::Q6_K) {
+      kernel = mode == 1 ? gemv_pair_glu_kernel<TensorType::Q6_K, 1>
+                         : gemv_pair_glu_kernel<TensorType::Q6_K, 2>;
+    } else {
+      kernel = mode == 1 ? gemv_pair_glu_kernel<TensorType::Q8_0, 1>
+                         : gemv_pair_glu_kernel<TensorType::Q8_0, 2>;
+    }
+    (void)launch_pdl(kernel, blocks, 32 * kPairWarps, stream, gate, up, a, gelu, out);
+    return cudaGetLastError();
+  }
   (void)launch_pdl(gemv_q8_glu_kernel, static_cast<unsigned>(gemv_q8_blocks(gate.m)),
                    32 * kRowsPerBlock, stream, gate, up, acts(xq, 1, k), gelu, out);
   return cudaGetLastError();

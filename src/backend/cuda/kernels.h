@@ -114,6 +114,10 @@ struct AttentionLaunch {
   float* partial = nullptr;  // [tokens * heads * splits, head_dim + 2] when splits > 1
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
+// The kernel version (v2 by default; TERN_CUDA_ATTN=3 picks v3) and the fewest keys a context
+// split should get with it.
+bool attention_v3();
+int64_t attention_split_keys();
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
 
 }  // namespace tern::cuda
