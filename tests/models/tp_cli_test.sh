@@ -54,6 +54,38 @@ if [ -n "$smol_f32" ] && [ -f "$smol_f32" ]; then
   grep -q 'rank 1 could not load its share of the model' "$work/err" || fail "$(cat "$work/err")"
   grep -q 'rank 1: tensor parallelism over 2 ranks needs the attention heads (9)' "$work/err" ||
     fail "$(cat "$work/err")"
+
+  # tern serve --tp 3: a chat request twice; the second reuses the first's KV (the prefix cache
+  # is rank 0's block bookkeeping, mirrored by the others) and gives the same text. SIGTERM to
+  # mpirun stops every rank.
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${mpi[@]}" -np 3 "$tern" serve -m "$smol_f32" --tp 3 --port "$port" >"$work/serve.log" 2>&1 &
+  serve_pid=$!
+  python3 - "$port" <<'PY' || { kill -TERM $serve_pid; cat "$work/serve.log" >&2; fail "serve --tp 3"; }
+import json, sys, time, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+for _ in range(240):
+    try:
+        urllib.request.urlopen(base + "/health", timeout=2)
+        break
+    except OSError:
+        time.sleep(0.5)
+body = json.dumps({"messages": [{"role": "user", "content": "Tell me about the moon."}],
+                   "max_tokens": 16, "temperature": 0}).encode()
+replies = []
+for _ in range(2):
+    req = urllib.request.Request(base + "/v1/chat/completions", body,
+                                 {"Content-Type": "application/json"})
+    replies.append(json.load(urllib.request.urlopen(req, timeout=120)))
+texts = [r["choices"][0]["message"]["content"] for r in replies]
+cached = replies[1]["usage"]["prompt_tokens_details"]["cached_tokens"]
+assert texts[0] == texts[1] and texts[0], texts
+assert cached > 0, replies[1]["usage"]
+print(f"serve --tp 3: '{texts[0]}', second request reused {cached} cached tokens")
+PY
+  kill -TERM $serve_pid
+  for _ in $(seq 60); do kill -0 $serve_pid 2>/dev/null || break; sleep 0.5; done
+  if kill -0 $serve_pid 2>/dev/null; then kill -KILL $serve_pid; fail "serve --tp 3 did not stop on SIGTERM"; fi
 fi
 
 # A --tp 2 benchmark: rank 0 alone prints one JSON document with positive speeds.
