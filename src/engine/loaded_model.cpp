@@ -1,6 +1,7 @@
 #include "engine/loaded_model.h"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <thread>
 
@@ -143,6 +144,21 @@ Result<void> join_ranks(LoadedModel& m, LoadOptions& o) {
     o.threads = std::max<size_t>(1, hw / static_cast<unsigned>(launched.local_size));
   }
   if (o.device == "cuda") o.device = fmt::format("cuda:{}", launched.local_rank);
+  // GPUs talk over NCCL (Open MPI only carries its id and the control messages).
+  int gpu = -1;
+  if (o.device.starts_with("cuda:")) {
+    const std::string n = o.device.substr(5);
+    if (auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), gpu);
+        ec != std::errc() || end != n.data() + n.size()) {
+      return make_error("device '{}': expected cuda:N with N a GPU number", o.device);
+    }
+  }
+  if (gpu >= 0 && nccl_available()) {
+    auto nccl = make_nccl_communicator(*m.comm, gpu);
+    if (!nccl) return nccl.error();
+    m.bootstrap = std::move(m.comm);
+    m.comm = std::move(*nccl);
+  }
   o.progress = o.progress && m.comm->rank() == 0;
   return {};
 }

@@ -31,7 +31,10 @@ struct LoadedModel {
   std::string path;
   GgufFile file;
   ModelInfo info;
-  std::unique_ptr<Communicator> comm;  // tensor parallelism's ranks; null with --tp 1
+  // Tensor parallelism's ranks (null with --tp 1): Open MPI's, or NCCL's over the GPUs with
+  // `bootstrap` (Open MPI) having carried its unique id.
+  std::unique_ptr<Communicator> bootstrap;
+  std::unique_ptr<Communicator> comm;
   std::unique_ptr<Device> device;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;

@@ -48,6 +48,14 @@ bool mpi_available();
 // finalises it at exit. An error when the build has no MPI.
 Result<std::unique_ptr<Communicator>> make_mpi_communicator();
 
+// Whether this build has the NCCL implementation (CUDA builds that found NCCL).
+bool nccl_available();
+// NCCL over the ranks of `bootstrap` (which carries NCCL's unique id from rank 0 and must outlive
+// it), on GPU `cuda_device`. Buffers are host memory, copied through the GPU for now. Keeps
+// NVLink multicast off (NCCL_NVLS_ENABLE=0; another value is an error).
+Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& bootstrap,
+                                                             int cuda_device);
+
 // The process count and this process's rank as the launcher (mpirun / Open MPI's PRRTE, or a
 // PMI launcher) set them in the environment, without initialising MPI; size 0 when not
 // launched that way.
