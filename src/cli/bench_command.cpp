@@ -37,7 +37,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     bool json = false;
   };
   auto a = std::make_shared<Args>();
-  a->model.add_to(*cmd);
+  a->model.add_to(*cmd, true);
   cmd->add_option("-p,--prompt-tokens", a->prompt_tokens, "Prompt lengths to test (repeatable)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();

@@ -8,7 +8,7 @@
 
 namespace tern::cli {
 
-void ModelOptions::add_to(CLI::App& cmd) {
+void ModelOptions::add_to(CLI::App& cmd, bool tensor_parallel) {
   cmd.add_option("-m,--model", model, "Model name (see `tern list`) or path to a .gguf file")
       ->capture_default_str();
   cmd.add_option("--device", device,
@@ -28,6 +28,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--kv-type", kv_type, "KV cache element type: f16, bf16, q8_0, f32")
       ->check(CLI::IsMember({"f16", "bf16", "q8_0", "f32"}, CLI::ignore_case))
       ->capture_default_str();
+  if (!tensor_parallel) return;
   cmd.add_option("--tp", tp,
                  "Tensor parallelism: split the model over N processes started by mpirun "
                  "(`mpirun -np N tern ... --tp N`); rank 0 does the I/O")

@@ -23,7 +23,8 @@ struct ModelOptions {
   std::string kv_type = "f16";
   int tp = 1;  // tensor parallelism: ranks (processes under mpirun) the model is split over
 
-  void add_to(CLI::App& cmd);
+  // `tensor_parallel`: also --tp (run, bench and serve, which follow rank 0 on the other ranks).
+  void add_to(CLI::App& cmd, bool tensor_parallel = false);
   // Resolves the model name or path and loads it; errors are ready to print.
   Result<std::unique_ptr<LoadedModel>> load(const CommandContext& ctx, bool progress = true,
                                             int64_t sequences = 1) const;

@@ -23,7 +23,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     bool stats = false;
   };
   auto a = std::make_shared<Args>();
-  a->model.add_to(*cmd);
+  a->model.add_to(*cmd, true);
   a->sampling.add_to(*cmd);
   cmd->add_option("prompt", a->prompt, "The user's message (default: read stdin)");
   cmd->add_option("-s,--system", a->system, "A system prompt");

@@ -32,7 +32,7 @@ void add_serve_command(CLI::App& app, CommandContext& ctx) {
     float temperature = -1;
   };
   auto a = std::make_shared<Args>();
-  a->model.add_to(*cmd);
+  a->model.add_to(*cmd, true);
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535))
