@@ -354,7 +354,9 @@ def test_server_that_fails_to_start_is_reported(home, tmp_path):
 
 # --- the real clients ---------------------------------------------------------------------------
 
-def run_agent(home, agent, *args, timeout=300):
+# Codex's first request alone is ~5,700 prompt tokens: about 70 s of SmolLM2 prefill on 2 cores,
+# several times that while other tests share the cores.
+def run_agent(home, agent, *args, timeout=600):
     path = agent_binary(agent)
     return subprocess.run([TERN, agent, "--model", smollm2_path(), "--threads", "2", "--agent-path", path,
                            *args], capture_output=True, text=True, timeout=timeout, env=env_for(home),
