@@ -6,6 +6,10 @@
 // n = 1): BF16 and F16 12288x4096 and 4096x12288 (100 MB, past the L2) at 77-79%; 1024x4096 41%.
 // In the decode step of the BF16 Qwen3-8B file (2026-12-04, PDL launches with the rows prefetched
 // into L2): 7.7 ms of GPU time a token for ~16.4 GB, ~2.1 TB/s (50%): 124 tok/s, llama.cpp 202.
+// With the row pairs below: 6.8 ms, ~2.4 TB/s (57%): 136 tok/s vs llama.cpp 199 (0.68x).
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
@@ -97,12 +101,105 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   }
 }
 
+// Row pairs (n = 1, k % 8 == 0; 2026-12-04): two weight rows share each activation load (F32
+// activations are twice the bytes of 16-bit weights), W warps a pair (W = 1: the warp streams
+// both rows alone, 4 steps of 256 elements in flight; W = 2 or 4: the pair's warps split k and
+// add up in shared memory), chosen from the shape as gemv_q8's pairs are.
+constexpr int kPairWarps = 4;
+
+template <TensorType T, int W>
+__global__ void __launch_bounds__(32 * kPairWarps)
+    gemv_fpair_kernel(const void* w, int64_t m, int64_t k, const float* x, float* y) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int sw = warp % W;
+  const int64_t want = (static_cast<int64_t>(blockIdx.x) * (kPairWarps / W) + warp / W) * 2;
+  const bool valid = want < m;
+  const int64_t row0 = valid ? want : 0;
+  const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
+  constexpr int64_t kElem = T == TensorType::F32 ? 4 : 2;
+  if (valid) {
+    const char* base = static_cast<const char*>(w);
+    if (sw == 0) prefetch_l2(base + row0 * k * kElem, static_cast<size_t>(k * kElem), lane);
+    if (sw == (W > 1 ? 1 : 0) && row1 != row0)
+      prefetch_l2(base + row1 * k * kElem, static_cast<size_t>(k * kElem), lane);
+  }
+  pdl_launch_dependents();
+  pdl_wait();
+  float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll(W == 1 ? 4 : 2)
+  for (int64_t e = (sw * 32 + lane) * 8; e < k; e += W * 256) {
+    float v0[8], v1[8];
+    load8<T>(w, row0 * k + e, v0);
+    load8<T>(w, row1 * k + e, v1);
+    const float4* xp = reinterpret_cast<const float4*>(x + e);
+    const float4 a = __ldg(xp), b = __ldg(xp + 1);
+    const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      acc0 += v0[i] * xs[i];
+      acc1 += v1[i] * xs[i];
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, o);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, o);
+  }
+  if constexpr (W > 1) {
+    __shared__ float part[2][kPairWarps];
+    if (lane == 0) {
+      part[0][warp] = acc0;
+      part[1][warp] = acc1;
+    }
+    __syncthreads();
+    acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < W; ++i) acc0 += part[0][warp - sw + i], acc1 += part[1][warp - sw + i];
+  }
+  if (valid && threadIdx.x % (32 * W) == 0) {
+    y[row0] = acc0;
+    if (row1 != row0) y[row1] = acc1;
+  }
+}
+
+bool fpair_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_PAIR");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+int fpair_warps(int64_t pairs) {
+  static const int64_t target = [] {
+    int device = 0, sms = 132;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      sms = 132;
+    }
+    return static_cast<int64_t>(sms) * 32;
+  }();
+  return pairs >= target ? 1 : 2 * pairs >= target ? 2 : kPairWarps;
+}
+
 template <TensorType T>
 void launch(const void* w, int64_t m, int64_t k, const float* x, int64_t n, float* y,
             cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((m + kRowsPerBlock - 1) / kRowsPerBlock));
   const bool vec = k % 8 == 0;
   const int ni = static_cast<int>(n);
+  if (n == 1 && vec && fpair_enabled()) {
+    const int64_t pairs = (m + 1) / 2;
+    const int warps = fpair_warps(pairs);
+    const int64_t per = kPairWarps / warps;
+    const dim3 blocks(static_cast<unsigned>((pairs + per - 1) / per));
+    auto* kernel = warps == 1   ? gemv_fpair_kernel<T, 1>
+                   : warps == 2 ? gemv_fpair_kernel<T, 2>
+                                : gemv_fpair_kernel<T, 4>;
+    (void)launch_pdl(kernel, blocks, 32 * kPairWarps, stream, w, m, k, x, y);
+    return;
+  }
   if (n <= 2) {
     (void)launch_pdl(gemv_float_kernel<T, 2>, grid, 32 * kRowsPerBlock, stream, w, m, k, x, ni, y,
                      vec);

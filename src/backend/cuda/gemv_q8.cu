@@ -16,7 +16,9 @@
 // (v2: 48/41/40/13%); Q6_K 4096x12288 58% (v2 41%). In the decode step (Nsight Compute, cold
 // L2, Qwen3-8B Q4_K_M): gate+up 56.6 MB in 25.9 us (52%), Q6_K down 49%, LM head 57%. Decode
 // 177.5 -> 239 tok/s together with the norm fix (norm.cu). The bound now is bytes in flight:
-// a block (two rows) has ~4.6 KB of loads outstanding, 8 blocks a multiprocessor.
+// a block (two rows) has ~4.6 KB of loads outstanding, 8 blocks a multiprocessor. v3.1 picks
+// the warps a pair gets from the shape (pair_warps): Q4_K 12288x4096 11.3 us = 2505 GB/s (59%);
+// the Q4_K_M step's GPU time 3580 -> 3430 us.
 #include <cstdlib>
 #include <cstring>
 
@@ -591,41 +593,57 @@ constexpr int kPairWarps = 4;
 bool pair_type(TensorType t, int64_t k) {
   return t == TensorType::Q4_K || t == TensorType::Q6_K || (t == TensorType::Q8_0 && k % 256 == 0);
 }
-// TERN_CUDA_GEMV_PAIR: 0 = v2 (a warp a row), 1 (default) = a block a row pair, the warps
-// splitting k; 2 = a warp a row pair over all of k (four pairs a block).
+// TERN_CUDA_GEMV_PAIR: 0 = v2 (a warp a row); unset or 1 = row pairs with the warps a pair gets
+// chosen from the shape (pair_warps); w1, w2, w4 = that many warps a pair always.
 int pair_mode() {
   static const int mode = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_PAIR");
     if (v == nullptr) return 1;
-    return std::strcmp(v, "0") == 0 ? 0 : std::strcmp(v, "2") == 0 ? 2 : 1;
+    if (std::strcmp(v, "0") == 0) return 0;
+    if (std::strcmp(v, "w1") == 0) return 11;
+    if (std::strcmp(v, "w2") == 0) return 12;
+    if (std::strcmp(v, "w4") == 0) return 14;
+    return 1;
   }();
   return mode;
 }
-// Pairs per block in mode M.
-constexpr int pairs_per_block(int M) {
-  return M == 1 ? 1 : kPairWarps;
+// Warps a row pair gets: all four of a block when the pairs are few (the warps split k), one
+// when there are enough pairs to give every multiprocessor 32 warps (then each warp streams its
+// two rows alone, 4 steps of 1024 weights in flight). Measured (2026-12-04, bench): one warp a
+// pair 12.6 -> 11.3 us on 12288x4096 Q4_K, four 11.9 vs 18.3 us on 4096x12288.
+// Q8_0 keeps four warps a pair: one warp a pair took its decode step from 3.9 to 4.3 ms
+// (2026-12-04; its funnel-shifted 34-byte blocks need twice the registers).
+int pair_warps(int64_t pairs, TensorType type) {
+  const int mode = pair_mode();
+  if (mode > 10) return mode - 10;
+  if (type == TensorType::Q8_0) return kPairWarps;
+  static const int64_t target = [] {
+    int device = 0, sms = 132;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      sms = 132;
+    }
+    return static_cast<int64_t>(sms) * 32;
+  }();
+  return pairs >= target ? 1 : 2 * pairs >= target ? 2 : kPairWarps;
 }
 
-// t0, t1 = rows r0 and r1 . x; M = 1: the block's four warps split the superblocks (every
-// thread gets the totals); M = 2: the calling warp does the whole rows (its lanes get them).
-template <TensorType T, int M>
+// t0, t1 = rows r0 and r1 . x, summed by the W warps of the pair (W = 1: the calling warp alone;
+// else through shared memory, so every thread of the block must call it).
+template <TensorType T, int W>
 __device__ __forceinline__ void pair_rows(const uint8_t* r0, const uint8_t* r1, const Acts& a,
                                           float& t0, float& t1) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int sw = warp % W;
   const int64_t sbs = a.k / 256;
   float acc0 = 0.0f, acc1 = 0.0f;
-  if constexpr (M == 1) {
-#pragma unroll 2
-    for (int64_t sb = (warp * 32 + lane) / 8; sb < sbs; sb += kPairWarps * 4) {
-      Pair<T>::dot(r0, r1, sb, a, lane, acc0, acc1);
-    }
-  } else {
-#pragma unroll 4
-    for (int64_t sb = lane / 8; sb < sbs; sb += 4) Pair<T>::dot(r0, r1, sb, a, lane, acc0, acc1);
-  }
+#pragma unroll(W == 1 ? 4 : 2)
+  for (int64_t sb = (sw * 32 + lane) / 8; sb < sbs; sb += W * 4)
+    Pair<T>::dot(r0, r1, sb, a, lane, acc0, acc1);
   acc0 = warp_total(acc0);
   acc1 = warp_total(acc1);
-  if constexpr (M == 1) {
+  if constexpr (W > 1) {
     __shared__ float part[2][kPairWarps];
     if (lane == 0) {
       part[0][warp] = acc0;
@@ -634,64 +652,67 @@ __device__ __forceinline__ void pair_rows(const uint8_t* r0, const uint8_t* r1, 
     __syncthreads();
     t0 = 0.0f, t1 = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kPairWarps; ++w) t0 += part[0][w], t1 += part[1][w];
+    for (int w = 0; w < W; ++w) t0 += part[0][warp - sw + w], t1 += part[1][warp - sw + w];
   } else {
     t0 = acc0, t1 = acc1;
   }
 }
 
-// The pair a thread works on, and whether it writes the results.
-template <int M>
+// The pair a thread works on (kPairWarps / W pairs a block), and whether it writes the results.
+template <int W>
 __device__ __forceinline__ int64_t pair_index() {
-  return M == 1 ? static_cast<int64_t>(blockIdx.x)
-                : static_cast<int64_t>(blockIdx.x) * kPairWarps + threadIdx.x / 32;
+  return static_cast<int64_t>(blockIdx.x) * (kPairWarps / W) + threadIdx.x / (32 * W);
 }
-template <int M>
+template <int W>
 __device__ __forceinline__ bool pair_writer() {
-  return M == 1 ? threadIdx.x == 0 : threadIdx.x % 32 == 0;
+  return threadIdx.x % (32 * W) == 0;
 }
-// Starts fetching the pair's rows into L2 (M = 1: warps 0 and 1; M = 2: the pair's warp).
-template <int M>
+// Starts fetching the pair's rows into L2 (the pair's first warp r0, its second (or only) r1).
+template <int W>
 __device__ __forceinline__ void pair_prefetch(const uint8_t* r0, const uint8_t* r1, size_t bytes) {
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  if (M == 2 || warp == 0) prefetch_l2(r0, bytes, lane);
-  if ((M == 2 || warp == 1) && r1 != r0) prefetch_l2(r1, bytes, lane);
+  const int sw = static_cast<int>(threadIdx.x / 32) % W, lane = static_cast<int>(threadIdx.x % 32);
+  if (sw == 0) prefetch_l2(r0, bytes, lane);
+  if (sw == (W > 1 ? 1 : 0) && r1 != r0) prefetch_l2(r1, bytes, lane);
 }
 
-template <TensorType T, int M>
+// Pairs past the end (the last block of W < 4) read row 0 and write nothing: every thread
+// reaches the shared-memory reduction.
+template <TensorType T, int W>
 __global__ void __launch_bounds__(32 * kPairWarps)
     gemv_pair_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, float* y) {
-  const int64_t row0 = pair_index<M>() * 2;
-  if (row0 >= m) return;  // M = 2 only: whole warps
+  const int64_t want = pair_index<W>() * 2;
+  const bool valid = want < m;
+  const int64_t row0 = valid ? want : 0;
   const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
   const uint8_t* r0 = w + static_cast<size_t>(row0) * row_bytes;
   const uint8_t* r1 = w + static_cast<size_t>(row1) * row_bytes;
-  pair_prefetch<M>(r0, r1, row_bytes);
+  if (valid) pair_prefetch<W>(r0, r1, row_bytes);
   pdl_launch_dependents();
   pdl_wait();
   float t0, t1;
-  pair_rows<T, M>(r0, r1, a, t0, t1);
-  if (pair_writer<M>()) {
+  pair_rows<T, W>(r0, r1, a, t0, t1);
+  if (valid && pair_writer<W>()) {
     y[row0] = t0;
     if (row1 != row0) y[row1] = t1;
   }
 }
 
 // Gate and up row r of one x: a pair.
-template <TensorType T, int M>
+template <TensorType T, int W>
 __global__ void __launch_bounds__(32 * kPairWarps)
     gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out) {
-  const int64_t row = pair_index<M>();
-  if (row >= gate.m) return;
+  const int64_t want = pair_index<W>();
+  const bool valid = want < gate.m;
+  const int64_t row = valid ? want : 0;
   const uint8_t* r0 =
       static_cast<const uint8_t*>(gate.w) + static_cast<size_t>(row) * gate.row_bytes;
   const uint8_t* r1 = static_cast<const uint8_t*>(up.w) + static_cast<size_t>(row) * up.row_bytes;
-  pair_prefetch<M>(r0, r1, gate.row_bytes);
+  if (valid) pair_prefetch<W>(r0, r1, gate.row_bytes);
   pdl_launch_dependents();
   pdl_wait();
   float g, u;
-  pair_rows<T, M>(r0, r1, a, g, u);
-  if (pair_writer<M>()) {
+  pair_rows<T, W>(r0, r1, a, g, u);
+  if (valid && pair_writer<W>()) {
     gate.y[row] = g;
     up.y[row] = u;
     float act;
@@ -705,37 +726,52 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   }
 }
 
-// Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take matrix
-// i's row pairs.
-template <int M>
+// Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take
+// matrix i's row pairs (a block's pairs belong to one matrix; its type is uniform over it).
+template <int W>
 __global__ void __launch_bounds__(32 * kPairWarps) gemv_pair_multi_kernel(GemvQ8Multi g, Acts a) {
   const int64_t b = blockIdx.x;
   int i = 0;
   while (i + 1 < g.count && b >= g.block_ends[i]) ++i;
   const GemvQ8Matrix& mat = g.mats[i];
-  const int64_t local = (b - (i == 0 ? 0 : g.block_ends[i - 1])) * pairs_per_block(M) +
-                        (M == 1 ? 0 : threadIdx.x / 32);
-  const int64_t row0 = local * 2;
-  if (row0 >= mat.m) return;
+  const int64_t local =
+      (b - (i == 0 ? 0 : g.block_ends[i - 1])) * (kPairWarps / W) + threadIdx.x / (32 * W);
+  const bool valid = local * 2 < mat.m;
+  const int64_t row0 = valid ? local * 2 : 0;
   const int64_t row1 = row0 + 1 < mat.m ? row0 + 1 : row0;
   const uint8_t* r0 =
       static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row0) * mat.row_bytes;
   const uint8_t* r1 =
       static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row1) * mat.row_bytes;
-  pair_prefetch<M>(r0, r1, mat.row_bytes);
+  if (valid) pair_prefetch<W>(r0, r1, mat.row_bytes);
   pdl_launch_dependents();
   pdl_wait();
   float t0, t1;
   if (mat.type == TensorType::Q4_K) {
-    pair_rows<TensorType::Q4_K, M>(r0, r1, a, t0, t1);
+    pair_rows<TensorType::Q4_K, W>(r0, r1, a, t0, t1);
   } else if (mat.type == TensorType::Q6_K) {
-    pair_rows<TensorType::Q6_K, M>(r0, r1, a, t0, t1);
+    pair_rows<TensorType::Q6_K, W>(r0, r1, a, t0, t1);
   } else {
-    pair_rows<TensorType::Q8_0, M>(r0, r1, a, t0, t1);
+    pair_rows<TensorType::Q8_0, W>(r0, r1, a, t0, t1);
   }
-  if (pair_writer<M>()) {
+  if (valid && pair_writer<W>()) {
     mat.y[row0] = t0;
     if (row1 != row0) mat.y[row1] = t1;
+  }
+}
+
+template <TensorType T, typename... Args>
+void launch_pair(int warps, int64_t pairs, cudaStream_t stream, Args... args) {
+  const auto blocks = [&](int w) {
+    const int64_t per = kPairWarps / w;
+    return dim3(static_cast<unsigned>((pairs + per - 1) / per));
+  };
+  if (warps == 1) {
+    (void)launch_pdl(gemv_pair_kernel<T, 1>, blocks(1), 32 * kPairWarps, stream, args...);
+  } else if (warps == 2) {
+    (void)launch_pdl(gemv_pair_kernel<T, 2>, blocks(2), 32 * kPairWarps, stream, args...);
+  } else {
+    (void)launch_pdl(gemv_pair_kernel<T, 4>, blocks(4), 32 * kPairWarps, stream, args...);
   }
 }
 
@@ -748,16 +784,9 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
   const auto* p = static_cast<const uint8_t*>(w);
   const int ni = static_cast<int>(n);
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q6_K || T == TensorType::Q8_0) {
-    if (n == 1 && pair_mode() == 1 && pair_type(T, k)) {
-      (void)launch_pdl(gemv_pair_kernel<T, 1>, dim3(static_cast<unsigned>((m + 1) / 2)),
-                       32 * kPairWarps, stream, p, m, row_bytes, a, y);
-      return;
-    }
-    if (n == 1 && pair_mode() == 2 && pair_type(T, k)) {
+    if (n == 1 && pair_mode() != 0 && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
-      (void)launch_pdl(gemv_pair_kernel<T, 2>,
-                       dim3(static_cast<unsigned>((pairs + kPairWarps - 1) / kPairWarps)),
-                       32 * kPairWarps, stream, p, m, row_bytes, a, y);
+      launch_pair<T>(pair_warps(pairs, T), pairs, stream, p, m, row_bytes, a, y);
       return;
     }
   }
@@ -812,19 +841,28 @@ size_t gemv_q8_row_bytes(TensorType type, int64_t k) {
 
 cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaStream_t stream) {
   if (g.count < 1 || g.count > kMaxGemvMulti) return cudaErrorInvalidValue;
-  const int mode = pair_mode();
-  bool pairs = mode != 0;
-  for (int i = 0; i < g.count; ++i) pairs = pairs && pair_type(g.mats[i].type, k);
+  bool pairs = pair_mode() != 0;
+  int64_t total = 0;
+  TensorType kind = TensorType::Q4_K;
+  for (int i = 0; i < g.count; ++i) {
+    pairs = pairs && pair_type(g.mats[i].type, k);
+    total += (g.mats[i].m + 1) / 2;
+    if (g.mats[i].type == TensorType::Q8_0) kind = TensorType::Q8_0;
+  }
   if (pairs) {  // the same matrices, row pairs
-    const int64_t per = mode == 1 ? 1 : kPairWarps;
+    const int warps = pair_warps(total, kind);
+    const int64_t per = kPairWarps / warps;
     GemvQ8Multi p = g;
     for (int i = 0; i < g.count; ++i)
       p.block_ends[i] =
           (i == 0 ? 0 : p.block_ends[i - 1]) + ((g.mats[i].m + 1) / 2 + per - 1) / per;
     const int64_t blocks = p.block_ends[p.count - 1];
     if (blocks == 0) return cudaSuccess;
-    (void)launch_pdl(mode == 1 ? gemv_pair_multi_kernel<1> : gemv_pair_multi_kernel<2>,
-                     static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p, acts(xq, 1, k));
+    auto* kernel = warps == 1   ? gemv_pair_multi_kernel<1>
+                   : warps == 2 ? gemv_pair_multi_kernel<2>
+                                : gemv_pair_multi_kernel<4>;
+    (void)launch_pdl(kernel, static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p,
+                     acts(xq, 1, k));
     return cudaGetLastError();
   }
   const int64_t blocks = g.block_ends[g.count - 1];
@@ -842,20 +880,27 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
                         bool gelu, float* out, cudaStream_t stream) {
   if (gate.m != up.m) return cudaErrorInvalidValue;
   if (gate.m == 0) return cudaSuccess;
-  const int mode = pair_mode();
-  if (mode != 0 && gate.type == up.type && pair_type(gate.type, k)) {
+  if (pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k)) {
+    const int warps = pair_warps(gate.m, gate.type);
     const auto blocks =
-        static_cast<unsigned>(mode == 1 ? gate.m : (gate.m + kPairWarps - 1) / kPairWarps);
+        static_cast<unsigned>((gate.m + kPairWarps / warps - 1) / (kPairWarps / warps));
     const Acts a = acts(xq, 1, k);
-    auto* kernel = gemv_pair_glu_kernel<TensorType::Q4_K, 1>;
+    const auto pick = [&](auto k1, auto k2, auto k4) {
+      return warps == 1 ? k1 : warps == 2 ? k2 : k4;
+    };
+    auto* kernel = gemv_pair_glu_kernel<TensorType::Q4_K, 4>;
     if (gate.type == TensorType::Q4_K) {
-      kernel = mode == 1 ? kernel : gemv_pair_glu_kernel<TensorType::Q4_K, 2>;
+      kernel =
+          pick(gemv_pair_glu_kernel<TensorType::Q4_K, 1>, gemv_pair_glu_kernel<TensorType::Q4_K, 2>,
+               gemv_pair_glu_kernel<TensorType::Q4_K, 4>);
     } else if (gate.type == TensorType::Q6_K) {
-      kernel = mode == 1 ? gemv_pair_glu_kernel<TensorType::Q6_K, 1>
-                         : gemv_pair_glu_kernel<TensorType::Q6_K, 2>;
+      kernel =
+          pick(gemv_pair_glu_kernel<TensorType::Q6_K, 1>, gemv_pair_glu_kernel<TensorType::Q6_K, 2>,
+               gemv_pair_glu_kernel<TensorType::Q6_K, 4>);
     } else {
-      kernel = mode == 1 ? gemv_pair_glu_kernel<TensorType::Q8_0, 1>
-                         : gemv_pair_glu_kernel<TensorType::Q8_0, 2>;
+      kernel =
+          pick(gemv_pair_glu_kernel<TensorType::Q8_0, 1>, gemv_pair_glu_kernel<TensorType::Q8_0, 2>,
+               gemv_pair_glu_kernel<TensorType::Q8_0, 4>);
     }
     (void)launch_pdl(kernel, blocks, 32 * kPairWarps, stream, gate, up, a, gelu, out);
     return cudaGetLastError();
