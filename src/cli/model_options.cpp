@@ -1,5 +1,6 @@
 #include "cli/model_options.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "config/tokenizer_spec.h"
@@ -42,6 +43,14 @@ bool ModelOptions::follows() const {
 }
 
 int ModelOptions::follow(const CommandContext& ctx, int64_t sequences) const {
+  // Rank 0 decides when to stop: mpirun passes a SIGINT/SIGTERM to every rank, and rank 0 then
+  // finishes what it is doing (tern serve ends its streams) and tells the others. (A rank 0 that
+  // dies makes mpirun end the others.)
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   auto loaded = load(ctx, false, sequences);
   Result<void> done = loaded ? (*loaded)->follow() : Result<void>{loaded.error()};
   if (done) return 0;
