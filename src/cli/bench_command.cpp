@@ -77,8 +77,8 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     }
     nlohmann::json results = nlohmann::json::array();
     if (!a->json) {
-      fmt::print("model {} ({} {}), {}\n", m.path, m.info.architecture, m.info.quantization,
-                 m.device->name());
+      fmt::print("model {} ({} {}), {}{}\n", m.path, m.info.architecture, m.info.quantization,
+                 m.device->name(), m.comm ? ", tensor parallel over " + m.comm->name() : "");
       fmt::print("{:>8} {:>8} {:>22} {:>22}\n", "prompt", "gen", "prefill tok/s", "decode tok/s");
     }
     for (int64_t p : a->prompt_tokens) {
@@ -123,6 +123,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
                             {"architecture", m.info.architecture},
                             {"quantization", m.info.quantization},
                             {"device", m.device->name()},
+                            {"tp", m.comm ? m.comm->size() : 1},
                             {"results", results}};
       if (!device_stats.empty()) out["device_stats"] = device_stats;
       fmt::print("{}\n", out.dump(2));

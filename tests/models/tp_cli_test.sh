@@ -94,6 +94,7 @@ fi
 python3 - "$work/bench.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
+assert doc["tp"] == 2, doc.get("tp")
 r = doc["results"][0]
 assert r["prefill_tok_s"]["median"] > 0 and r["decode_tok_s"]["median"] > 0, r
 print(f"--tp 2 bench: prefill {r['prefill_tok_s']['median']:.1f} tok/s, decode {r['decode_tok_s']['median']:.1f} tok/s")
