@@ -1,4 +1,5 @@
-// `tern doctor`: what this machine is (CPU and its vector features, cores, memory, disk, GPUs)
+// `tern doctor`: what this machine is (CPU and its vector features, cores, memory, disk, GPUs and,
+// in a CUDA build, their copy bandwidth measured on the spot)
 // and which catalog models and quantizations fit it with room for 8K tokens of context.
 #include <fmt/format.h>
 #include <sys/statvfs.h>
@@ -6,6 +7,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "backend/cpu/cpu_features.h"
@@ -13,6 +15,7 @@
 #include "cli/command.h"
 #include "cli/machine_info.h"
 #include "config/model_info.h"
+#include "engine/gpu_probe.h"
 #include "io/catalog.h"
 #include "io/model_store.h"
 
@@ -40,6 +43,10 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
                              ? static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize
                              : 0;
     auto gpu_list = gpus();
+    // The GPUs as this build's CUDA runtime sees them, copy bandwidth measured now; only where
+    // the driver reports a GPU (a CPU build says it has no CUDA backend).
+    std::optional<Result<std::vector<GpuProbe>>> probed;
+    if (!gpu_list.empty()) probed = probe_gpus();
     auto catalog = Catalog::load();
     if (!catalog) {
       ctx.exit_code = report_error(catalog.error().message);
@@ -95,6 +102,24 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
       for (const auto& x : gpu_list)
         g.push_back({{"name", x.name}, {"memory", x.memory_bytes}, {"driver", x.driver}});
       out["gpus"] = g;
+      if (probed) {
+        nlohmann::json c = nlohmann::json::array();
+        if (*probed) {
+          for (const auto& p : **probed) {
+            c.push_back(
+                {{"ordinal", p.ordinal},
+                 {"name", p.name},
+                 {"compute_capability", fmt::format("{}.{}", p.compute_major, p.compute_minor)},
+                 {"memory", p.total_bytes},
+                 {"free", p.free_bytes},
+                 {"copy_gb_s", p.copy_gb_s},
+                 {"copy_error", p.copy_error}});
+          }
+          out["cuda"] = c;
+        } else {
+          out["cuda"] = {{"error", probed->error().message}};
+        }
+      }
       out["budget"] = {
           {"bytes", budget.bytes}, {"from", budget.from}, {"context_tokens", *context}};
       out["catalog"] = fits;
@@ -113,6 +138,20 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
     } else {
       for (const auto& g : gpu_list) {
         fmt::print("gpu       {}, {}, driver {}\n", g.name, format_bytes(g.memory_bytes), g.driver);
+      }
+      if (probed && !*probed) {
+        fmt::print("cuda      {}\n", probed->error().message);
+      } else if (probed) {
+        for (const auto& p : **probed) {
+          const std::string copy =
+              p.copy_error.empty()
+                  ? fmt::format("copy bandwidth {:.0f} GB/s (measured now)", p.copy_gb_s)
+                  : "copy bandwidth not measured: " + p.copy_error;
+          fmt::print("cuda {}    {}, compute {}.{}, {} ({} free), CUDA {}.{}; {}\n", p.ordinal,
+                     p.name, p.compute_major, p.compute_minor, format_bytes(p.total_bytes),
+                     format_bytes(p.free_bytes), p.runtime_version / 1000,
+                     p.runtime_version % 1000 / 10, copy);
+        }
       }
     }
     fmt::print(

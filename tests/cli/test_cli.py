@@ -116,6 +116,27 @@ class Models(unittest.TestCase):
         names = [m["model"] for m in out["catalog"]]
         self.assertIn("qwen3-8b", names)
 
+    def test_doctor_lists_the_drivers_gpus(self):
+        # No GPU here: an nvidia-smi that answers as the driver's does on a one-H200 machine.
+        # The GPU is listed and becomes the memory budget; this CPU build says it cannot measure
+        # the GPU's copy bandwidth because it has no CUDA backend.
+        fake = os.path.join(ARGS.work, "fake-driver")
+        os.makedirs(fake, exist_ok=True)
+        with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+            f.write("#!/bin/sh\necho 'NVIDIA H200, 143771, 580.159.04'\n")
+        os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+        env = dict(os.environ, PATH=fake + ":" + os.environ["PATH"])
+        r = subprocess.run([ARGS.tern, "doctor", "--json"], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["gpus"], [{"name": "NVIDIA H200", "memory": 143771 << 20, "driver": "580.159.04"}])
+        self.assertEqual(out["budget"]["from"], "GPU memory")
+        self.assertEqual(out["budget"]["bytes"], 143771 << 20)
+        if "error" in out["cuda"]:
+            self.assertIn("no CUDA backend", out["cuda"]["error"])
+        text = subprocess.run([ARGS.tern, "doctor"], capture_output=True, text=True, env=env, timeout=60).stdout
+        self.assertIn("gpu       NVIDIA H200, 140.40 GiB, driver 580.159.04", text)
+
 
 @unittest.skipUnless(os.environ.get("TERN_SMOLLM2_GGUF"), "needs the real SmolLM2 (scripts/test.sh sets it)")
 class RealModel(unittest.TestCase):

@@ -102,6 +102,50 @@ Result<CudaDeviceInfo> cuda_device_info(int ordinal) {
   return info;
 }
 
+Result<double> measure_copy_bandwidth(int ordinal, size_t bytes) {
+  auto info = cuda_device_info(ordinal);  // checks the ordinal and selects the GPU
+  if (!info) return info.error();
+  if (2 * bytes + (size_t{256} << 20) > info->free_bytes)
+    return make_error("GPU {} has {} MiB free, too little to measure its copy bandwidth", ordinal,
+                      info->free_bytes >> 20);
+  void* src = nullptr;
+  void* dst = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  // Frees whatever was made, on every path out.
+  struct Cleanup {
+    void*& src;
+    void*& dst;
+    cudaStream_t& stream;
+    cudaEvent_t& start;
+    cudaEvent_t& stop;
+    ~Cleanup() {
+      if (src) cudaFree(src);
+      if (dst) cudaFree(dst);
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+      if (stream) cudaStreamDestroy(stream);
+    }
+  } cleanup{src, dst, stream, start, stop};
+  TERN_CUDA_TRY(cudaMalloc(&src, bytes));
+  TERN_CUDA_TRY(cudaMalloc(&dst, bytes));
+  TERN_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  TERN_CUDA_TRY(cudaEventCreate(&start));
+  TERN_CUDA_TRY(cudaEventCreate(&stop));
+  TERN_CUDA_TRY(cudaMemsetAsync(src, 1, bytes, stream));
+  TERN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));  // warm-up
+  constexpr int kCopies = 5;
+  TERN_CUDA_TRY(cudaEventRecord(start, stream));
+  for (int i = 0; i < kCopies; ++i)
+    TERN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+  TERN_CUDA_TRY(cudaEventRecord(stop, stream));
+  TERN_CUDA_TRY(cudaEventSynchronize(stop));
+  float ms = 0;
+  TERN_CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
+  if (ms <= 0) return make_error("GPU {}: the copy took no measurable time", ordinal);
+  return 2.0 * static_cast<double>(bytes) * kCopies / (static_cast<double>(ms) * 1e6);
+}
+
 Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   auto info = cuda_device_info(ordinal);
   if (!info) return info.error();

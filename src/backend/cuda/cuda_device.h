@@ -49,6 +49,11 @@ struct CudaDeviceInfo {
 int cuda_device_count();
 Result<CudaDeviceInfo> cuda_device_info(int ordinal);
 
+// Device-to-device copy bandwidth of GPU `ordinal` measured now (bytes read + written per second,
+// in GB/s): `bytes` copied once to warm up, then five times between events. The roofline every
+// kernel file quotes is against this figure.
+Result<double> measure_copy_bandwidth(int ordinal, size_t bytes = size_t{1} << 30);
+
 class CudaDevice final : public Device {
  public:
   // A device on GPU `ordinal`: "no CUDA GPU found" when there is none.
