@@ -15,6 +15,8 @@ for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do
   case "$lib" in
     */libc.so* | */libm.so* | */libpthread* | */libdl.so* | */librt.so* | */libgcc_s* | \
       */libstdc++* | */libcublas* | */ld-linux*) ;;
+    # NCCL (218 MB) comes with the CUDA toolkit, here and on the GPU machine, as cuBLAS does.
+    */libnccl*) ;;
     # libcurl and what it loads: the GPU machine's image has its own libcurl.so.4 (seen
     # 2026-12-04), and the bundle shares the 64 MiB a call carries with the llama.cpp build.
     */libcurl* | */libgnutls* | */libkrb5* | */libgssapi* | */libk5crypto* | */libcom_err* | \
