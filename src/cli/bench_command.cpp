@@ -7,25 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/median_range.h"
 #include "cli/model_options.h"
 
 namespace tern::cli {
-namespace {
-
-struct Stats {
-  double median = 0, low = 0, high = 0;
-};
-
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  Stats s;
-  s.low = v.front();
-  s.high = v.back();
-  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  return s;
-}
-
-}  // namespace
 
 void add_bench_command(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("bench", "Measure prefill and decode tokens per second");
@@ -102,7 +87,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
             decode.push_back(static_cast<double>(res->tokens.size() - 1) / res->decode_seconds);
           }
         }
-        Stats ps = stats(prefill), ds = decode.empty() ? Stats{} : stats(decode);
+        const MedianRange ps = median_range(prefill), ds = median_range(decode);
         if (a->json) {
           results.push_back(
               {{"prompt_tokens", p},

@@ -17,25 +17,15 @@
 #include "cli/command.h"
 #include "cli/compare/engines.h"
 #include "cli/machine_info.h"
+#include "cli/median_range.h"
 #include "io/model_store.h"
 
 namespace tern::cli {
 namespace {
 
-struct Figure {
-  double median = 0, low = 0, high = 0;
-};
-
-Figure figure(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v.front(), v.back()};
-}
-
 struct EngineResult {
   std::string name, version, commands, error;
-  Figure prefill, decode;
+  MedianRange prefill, decode;
 };
 
 std::string self_path() {
@@ -44,12 +34,12 @@ std::string self_path() {
   return ec ? std::string("tern") : p.string();
 }
 
-std::string cell(const Figure& f) {
+std::string cell(const MedianRange& f) {
   if (f.median <= 0) return "-";
   return fmt::format("{:.1f} [{:.1f}-{:.1f}]", f.median, f.low, f.high);
 }
 
-std::string ratio(const Figure& a, const Figure& b) {
+std::string ratio(const MedianRange& a, const MedianRange& b) {
   if (a.median <= 0 || b.median <= 0) return "-";
   return fmt::format("{:.2f}", a.median / b.median);
 }
@@ -160,8 +150,8 @@ void add_bench_compare_command(CLI::App& bench, CommandContext& ctx) {
       found.engines[i]->finish();
       results[i].version = found.engines[i]->version();
       results[i].commands = found.engines[i]->commands();  // after prepare: ports are known
-      results[i].prefill = figure(prefill[i]);
-      results[i].decode = figure(decode[i]);
+      results[i].prefill = median_range(prefill[i]);
+      results[i].decode = median_range(decode[i]);
     }
     const EngineResult& tern = results[0];
     const bool have_tern = tern.name == "tern";
@@ -175,7 +165,7 @@ void add_bench_compare_command(CLI::App& bench, CommandContext& ctx) {
                             {"device", a->device},         {"not_run", found.not_run}};
       nlohmann::json rows = nlohmann::json::array();
       for (const auto& r : results) {
-        auto fig = [](const Figure& f) {
+        auto fig = [](const MedianRange& f) {
           return nlohmann::json{{"median", f.median}, {"min", f.low}, {"max", f.high}};
         };
         rows.push_back({{"engine", r.name},
