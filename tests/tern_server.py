@@ -26,11 +26,12 @@ def smollm2_path():
 class Server:
     """`tern serve --port 0` on a model; `base` is the URL without /v1."""
 
-    def __init__(self, tern, model, *extra, log_path=None):
+    def __init__(self, tern, model, *extra, log_path=None, env=None):
         self.log = open(log_path, "w") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [tern, "serve", "--model", model, "--port", "0", "--threads", "2", *extra],
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
+            stdout=subprocess.PIPE, stderr=self.log, text=True,
+            env={**os.environ, **env} if env else None)
         line = self.proc.stdout.readline()
         if " at http://" not in line:
             self.proc.kill()
