@@ -10,13 +10,6 @@
 namespace tern {
 namespace {
 
-struct LlamaConfig {
-  ModelShape shape;
-  int64_t ffn = 0;
-  float norm_eps = 1e-5f;
-  AttentionConfig attention;
-};
-
 struct LlamaLayer {
   Tensor attn_norm;
   AttentionWeights attn;
@@ -26,7 +19,7 @@ struct LlamaLayer {
 
 class LlamaModel final : public Model {
  public:
-  LlamaModel(Device& device, LlamaConfig config) : device_(device), config_(std::move(config)) {}
+  LlamaModel(Device& device, DecoderConfig config) : device_(device), config_(std::move(config)) {}
 
   const ModelShape& shape() const override { return config_.shape; }
 
@@ -101,7 +94,7 @@ class LlamaModel final : public Model {
 
  private:
   Device& device_;
-  LlamaConfig config_;
+  DecoderConfig config_;
   VocabTable embedding_, output_;
   Tensor output_norm_;
   std::vector<LlamaLayer> layers_;
@@ -122,13 +115,12 @@ Result<void> read_rope_factors(const GgufFile& file, RopeParams& rope) {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_llama_family(const GgufFile& file, Device& device,
-                                                 const LlamaVariant& variant,
-                                                 const TensorParallel& tp) {
+Result<DecoderConfig> read_decoder_config(const GgufFile& file, const LlamaVariant& variant,
+                                          const TensorParallel& tp) {
   const GgufValue* arch_value = file.metadata().find("general.architecture");
   std::string arch = arch_value && arch_value->as_string() ? *arch_value->as_string() : "llama";
   ArchKeys keys(file, arch);
-  LlamaConfig c;
+  DecoderConfig c;
   c.shape.architecture = arch;
   auto get = [&](const char* key, int64_t& out) -> Result<void> {
     auto v = keys.integer(key);
@@ -140,7 +132,7 @@ Result<std::unique_ptr<Model>> load_llama_family(const GgufFile& file, Device& d
   TERN_TRY(get("embedding_length", c.shape.hidden));
   TERN_TRY(get("block_count", c.shape.layers));
   TERN_TRY(get("attention.head_count", c.shape.heads));
-  TERN_TRY(get("feed_forward_length", c.ffn));
+  c.ffn = keys.integer_or("feed_forward_length", 0);  // checked by the models with dense MLPs
   c.shape.kv_heads = keys.integer_or("attention.head_count_kv", c.shape.heads);
   c.shape.head_dim = keys.integer_or("attention.key_length", c.shape.hidden / c.shape.heads);
   c.shape.context_length = keys.integer_or("context_length", 4096);
@@ -166,6 +158,18 @@ Result<std::unique_ptr<Model>> load_llama_family(const GgufFile& file, Device& d
   c.shape.ranks = tp.size;
   c.shape.rank_kv_heads = a.kv_heads;
 
+  return c;
+}
+
+Result<std::unique_ptr<Model>> load_llama_family(const GgufFile& file, Device& device,
+                                                 const LlamaVariant& variant,
+                                                 const TensorParallel& tp) {
+  auto config = read_decoder_config(file, variant, tp);
+  if (!config) return config.error();
+  DecoderConfig& c = *config;
+  if (c.ffn <= 0) {
+    return make_error("{}.feed_forward_length must be positive", c.shape.architecture);
+  }
   auto model = std::make_unique<LlamaModel>(device, std::move(c));
   model->variant_ = variant;
   WeightLoader loader(file, device, tp);

@@ -26,9 +26,10 @@ Result<std::unique_ptr<Model>> load_model(const GgufFile& file, Device& device,
   if (name == "llama") return load_llama(file, device, tp);
   if (name == "qwen2") return load_qwen2(file, device, tp);
   if (name == "qwen3") return load_qwen3(file, device, tp);
+  if (name == "qwen3moe") return load_qwen3moe(file, device, tp);
   if (name == "gemma3") return load_gemma3(file, device, tp);
   return make_error(
-      "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, gemma3)",
+      "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)",
       file.paths()[0], name);
 }
 

@@ -1,6 +1,6 @@
 // A loaded model: forward over a batch of sequences, each bringing new tokens on top of what its
 // paged KV already holds. One implementation per architecture family (llama.cpp, qwen2.cpp,
-// qwen3.cpp, gemma3.cpp); load_model() picks it from general.architecture.
+// qwen3.cpp, qwen3moe.cpp, gemma3.cpp); load_model() picks it from general.architecture.
 #pragma once
 
 #include <cstdint>

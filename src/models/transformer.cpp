@@ -5,11 +5,8 @@
 #include "models/weights.h"
 
 namespace tern {
-namespace {
 
-// Sums a row-parallel layer's partial output over the ranks: in place when the device computes
-// in host memory, through a host copy otherwise.
-Result<void> all_reduce(ForwardState& st, Communicator& comm, Tensor& t) {
+Result<void> all_reduce_sum(ForwardState& st, Communicator& comm, Tensor& t) {
   const auto n = static_cast<size_t>(t.elements());
   if (st.device.reads_host_memory()) return comm.all_reduce_sum(t.f32(), n);
   std::vector<float> host(n);
@@ -18,8 +15,6 @@ Result<void> all_reduce(ForwardState& st, Communicator& comm, Tensor& t) {
   st.device.upload(host.data(), t.data, n * sizeof(float));
   return {};
 }
-
-}  // namespace
 
 ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBatch> batch)
     : device(dev), cache(kv_cache), batch_(batch) {
@@ -87,7 +82,7 @@ Result<void> self_attention(ForwardState& st, const AttentionWeights& w, const A
   oh.ne = qh.ne;
   dev.attention(qh, cache, st.sequences, cfg.params, oh);
   TERN_TRY(dev.matmul(w.o, *attn, out));
-  if (w.reduce != nullptr) return all_reduce(st, *w.reduce, out);
+  if (w.reduce != nullptr) return all_reduce_sum(st, *w.reduce, out);
   return {};
 }
 
@@ -105,7 +100,7 @@ Result<void> gated_mlp(ForwardState& st, const MlpWeights& w, Activation act, co
     st.device.gelu_tanh_mul(*gate, *up, *gate);
   }
   TERN_TRY(st.device.matmul(w.down, *gate, out));
-  if (w.reduce != nullptr) return all_reduce(st, *w.reduce, out);
+  if (w.reduce != nullptr) return all_reduce_sum(st, *w.reduce, out);
   return {};
 }
 
@@ -128,7 +123,7 @@ Result<void> embed(ForwardState& st, const VocabTable& table, Tensor& out) {
     Tensor row = out.row_slice(static_cast<int64_t>(i), 1);
     st.device.scale(row, 0.0f);
   }
-  return all_reduce(st, *table.comm, out);
+  return all_reduce_sum(st, *table.comm, out);
 }
 
 Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm, float eps,

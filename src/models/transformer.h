@@ -37,6 +37,10 @@ class ForwardState {
   std::vector<DeviceBuffer> buffers_;
 };
 
+// Sums a row-parallel layer's partial output over the ranks: in place when the device computes
+// in host memory, through a host copy otherwise.
+Result<void> all_reduce_sum(ForwardState& st, Communicator& comm, Tensor& t);
+
 struct AttentionWeights {
   Tensor q, k, v, o;
   std::optional<Tensor> q_bias, k_bias, v_bias;  // qwen2

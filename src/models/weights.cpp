@@ -126,6 +126,39 @@ Result<Tensor> WeightLoader::matmul_weight_cols(const std::string& name, int64_t
   return prepared;
 }
 
+Result<Tensor> WeightLoader::expert_matmul_weight(int64_t layer, const char* base, int64_t expert,
+                                                  int64_t experts, int64_t rows, int64_t cols) {
+  const std::string stacked = layer_name(layer, fmt::format("{}.weight", base).c_str());
+  const GgufTensor* t = file_.find_tensor(stacked);
+  if (t == nullptr) {
+    return matmul_weight(layer_name(layer, fmt::format("{}.{}.weight", base, expert).c_str()), rows,
+                         cols);
+  }
+  if (!cpu::is_supported(t->type)) {
+    return make_error("tensor '{}' has type {}, which Tern cannot compute with yet", stacked,
+                      tensor_type_name(t->type));
+  }
+  if (t->shape.size() != 3 || static_cast<int64_t>(t->shape[0]) != cols ||
+      static_cast<int64_t>(t->shape[1]) != rows || static_cast<int64_t>(t->shape[2]) != experts) {
+    std::string shape = t->shape.size() == 3
+                            ? fmt::format("{} x {} x {}", t->shape[2], t->shape[1], t->shape[0])
+                            : fmt::format("{}-D", t->shape.size());
+    return make_error("tensor '{}' has shape {} (experts x rows x cols), expected {} x {} x {}",
+                      stacked, shape, experts, rows, cols);
+  }
+  if (expert < 0 || expert >= experts) {
+    return make_error("tensor '{}': expert {} is outside its {}", stacked, expert, experts);
+  }
+  // Each expert's matrix is a contiguous window of the stacked tensor.
+  const size_t bytes = t->size_bytes / static_cast<size_t>(experts);
+  Tensor shape;
+  shape.type = t->type;
+  shape.ne = {cols, rows, 1, 1};
+  auto placed = place_bytes(t->data + static_cast<size_t>(expert) * bytes, bytes, shape);
+  if (!placed) return placed;
+  return prepare(*placed);
+}
+
 Result<Tensor> WeightLoader::vector(const std::string& name, int64_t length, float add) {
   const GgufTensor* t = file_.find_tensor(name);
   if (t == nullptr) return make_error("{}: tensor '{}' is missing", file_.paths()[0], name);

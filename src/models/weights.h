@@ -36,6 +36,12 @@ class WeightLoader {
   // inputs); both ends must fall on the type's block boundaries.
   Result<Tensor> matmul_weight_cols(const std::string& name, int64_t rows, int64_t cols,
                                     Slice part);
+  // Expert `expert` (of `experts`) of layer `layer`'s `base` ("ffn_gate_exps"), a [rows x cols]
+  // matmul weight: slice `expert` of the stacked blk.L.<base>.weight [experts, rows, cols] that
+  // GGUF files hold, in place, or the separate blk.L.<base>.<expert>.weight of a Hugging Face
+  // checkpoint (config/hf_model.h).
+  Result<Tensor> expert_matmul_weight(int64_t layer, const char* base, int64_t expert,
+                                      int64_t experts, int64_t rows, int64_t cols);
   // A vector converted to F32 (norm weights, biases); `length` checked. With `part`, only
   // elements [part.begin, +count) are kept.
   Result<Tensor> vector(const std::string& name, int64_t length, float add = 0.0f);

@@ -247,7 +247,8 @@ TEST_F(CudaOps, ElementwiseOpsMatchTheCpu) {
     Tensor go = gpu_poisoned({cols, rows, 1, 1});
     gpu_op(ga2, gb, go);
     // In-place ops write their first operand; the others `out`.
-    const bool in_place = name == "add_row_vector" || name == "scale";
+    const bool in_place =
+        name == "add_row_vector" || name == "scale" || name == "add_weighted_rows";
     const Diff d = compare(read(in_place ? ga2 : go), in_place ? ca : co);
     report(name, d);
     EXPECT_LT(d.rel_rms, tol) << name;
@@ -270,6 +271,18 @@ TEST_F(CudaOps, ElementwiseOpsMatchTheCpu) {
   run(
       "scale", [&](Tensor& x, Tensor&, Tensor&) { cpu_.scale(x, 3.5f); },
       [&](Tensor& x, Tensor&, Tensor&) { gpu_->scale(x, 3.5f); }, 1e-7);
+  // Three rows of b scattered, weighted, into rows 5, 0 and 3 of a (a MoE expert's outputs).
+  const std::vector<int32_t> dst_rows = {5, 0, 3};
+  const std::vector<float> row_weights = {0.5f, -2.0f, 1.25f};
+  run(
+      "add_weighted_rows",
+      [&](Tensor& x, Tensor& y, Tensor&) {
+        cpu_.add_weighted_rows(y.row_slice(0, 3), dst_rows, row_weights, x);
+      },
+      [&](Tensor& x, Tensor& y, Tensor&) {
+        gpu_->add_weighted_rows(y.row_slice(0, 3), dst_rows, row_weights, x);
+      },
+      1e-7);
   run(
       "silu_mul", [&](Tensor& x, Tensor& y, Tensor& o) { cpu_.silu_mul(x, y, o); },
       [&](Tensor& x, Tensor& y, Tensor& o) { gpu_->silu_mul(x, y, o); }, 1e-6);

@@ -150,7 +150,8 @@ TEST_P(ForwardTest, CacheRefusesWhenFull) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ForwardTest,
-                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"),
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3",
+                                           "tiny-qwen3moe"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

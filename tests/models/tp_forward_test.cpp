@@ -180,8 +180,10 @@ TEST_P(TpSynthetic, PrefillDecodeAndBatchesMatchOneRank) {
   EXPECT_LT(max_abs_diff(std::span(got).subspan(vocab), alone_b), tol);
 }
 
+// tiny-qwen3moe: attention split by heads, its 8 experts by expert (expert parallelism).
 INSTANTIATE_TEST_SUITE_P(Architectures, TpSynthetic,
-                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"),
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3",
+                                           "tiny-qwen3moe"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

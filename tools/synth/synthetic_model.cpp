@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string_view>
 
 #include "backend/cpu/quant.h"
 #include "base/progress_bar.h"
@@ -28,10 +29,15 @@ const std::vector<Preset>& presets() {
       {"tiny-qwen2", {"qwen2", 2, 128, 4, 2, 32, 256, 512, 2048, 1000000.0f, true}},
       {"tiny-qwen3", {"qwen3", 2, 64, 4, 2, 32, 128, 512, 2048, 1000000.0f, true}},
       {"tiny-gemma3", {"gemma3", 6, 64, 4, 1, 32, 128, 512, 2048, 1000000.0f, true}},
+      {"tiny-qwen3moe", {"qwen3moe", 2, 64, 4, 2, 32, 128, 512, 2048, 1000000.0f, true, 8, 2, 32}},
       {"smollm2-135m", {"llama", 30, 576, 9, 3, 64, 1536, 49152, 8192, 100000.0f, true}},
       {"qwen3-0.6b", {"qwen3", 28, 1024, 16, 8, 128, 3072, 151936, 40960, 1000000.0f, true}},
       {"qwen3-1.7b", {"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, 40960, 1000000.0f, true}},
       {"qwen3-8b", {"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, 40960, 1000000.0f, false}},
+      {"qwen3-30b-a3b",
+       {"qwen3moe", 48, 2048, 32, 4, 128, 6144, 151936, 40960, 1000000.0f, false, 128, 8, 768}},
+      {"qwen3-235b-a22b",
+       {"qwen3moe", 94, 4096, 64, 4, 128, 12288, 151936, 40960, 1000000.0f, false, 128, 8, 1536}},
       {"llama3-8b", {"llama", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, false}},
       {"gemma3-270m", {"gemma3", 18, 640, 4, 1, 256, 2048, 262144, 32768, 1000000.0f, true}},
   };
@@ -42,7 +48,7 @@ const std::vector<Preset>& presets() {
 // projections of the first and last eighth of the layers and every third layer between.
 TensorType q4_k_m_type(const std::string& role, int64_t layer, int64_t layers) {
   if (role == "output") return TensorType::Q6_K;
-  if (role == "attn_v" || role == "ffn_down") {
+  if (role == "attn_v" || role == "ffn_down" || role == "ffn_down_exps") {
     const bool more_bits =
         layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
     if (more_bits) return TensorType::Q6_K;
@@ -104,8 +110,14 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
   if (s.vocab < 262) return make_error("the synthetic vocabulary needs at least 262 tokens");
   if (s.heads % s.kv_heads != 0) return make_error("heads must be a multiple of kv_heads");
   const std::string& arch = s.architecture;
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma3") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
+      arch != "gemma3") {
     return make_error("unknown architecture '{}'", arch);
+  }
+  const bool moe = arch == "qwen3moe";
+  if (moe &&
+      (s.experts <= 0 || s.experts_used <= 0 || s.experts_used > s.experts || s.expert_ffn <= 0)) {
+    return make_error("a qwen3moe shape needs experts >= experts_used > 0 and expert_ffn > 0");
   }
   GgufWriter w;
   w.set("general.architecture", GgufValue::string(arch));
@@ -124,6 +136,11 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
   w.set(key("rope.freq_base"), GgufValue::f32(s.rope_theta));
   w.set(key("attention.layer_norm_rms_epsilon"), GgufValue::f32(1e-6f));
   if (arch == "gemma3") w.set(key("attention.sliding_window"), GgufValue::u32(512));
+  if (moe) {
+    w.set(key("expert_count"), GgufValue::u32(static_cast<uint32_t>(s.experts)));
+    w.set(key("expert_used_count"), GgufValue::u32(static_cast<uint32_t>(s.experts_used)));
+    w.set(key("expert_feed_forward_length"), GgufValue::u32(static_cast<uint32_t>(s.expert_ffn)));
+  }
 
   // A byte-level tokenizer: 256 byte tokens, three ChatML specials, filler tokens to the size.
   std::vector<GgufValue> tokens, kinds;
@@ -158,46 +175,48 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
   // Rows are drawn and quantized on every core, in groups of 16 with their own random stream
   // (seeded by tensor and group), so the file does not depend on the number of threads.
   ThreadPool pool(0);
-  auto random_matrix = [&](const std::string& name, TensorType type, int64_t rows, int64_t cols,
-                           float scale, float offset) -> Result<void> {
+  // `stack` > 1: a [stack, rows, cols] tensor (a layer's experts), drawn as stack * rows rows.
+  auto random_matrix = [&](const std::string& name, TensorType type, int64_t rows_each,
+                           int64_t cols, float scale, float offset,
+                           int64_t stack = 1) -> Result<void> {
     const uint64_t seed = seed_counter++;
     ThreadPool* workers = &pool;
     const bool direct = options.fast_k_quants && can_fill_random_blocks(type);
-    return w.add_tensor(
-        name, type, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
-        [=](std::span<uint8_t> out) -> Result<void> {
-          constexpr int64_t kGroup = 16;
-          const auto row_bytes = out.size() / static_cast<size_t>(rows);
-          const auto groups = static_cast<size_t>((rows + kGroup - 1) / kGroup);
-          std::atomic<bool> failed{false};
-          workers->parallel_for(groups, [&](size_t begin, size_t end, size_t) {
-            std::vector<float> row(static_cast<size_t>(cols));
-            for (size_t g = begin; g < end; ++g) {
-              if (direct) {
-                const int64_t first = static_cast<int64_t>(g) * kGroup;
-                const int64_t count = std::min(rows, first + kGroup) - first;
-                const size_t blocks =
-                    static_cast<size_t>(count) * row_bytes / tensor_type_info(type).block_bytes;
-                fill_random_blocks(type, out.data() + static_cast<size_t>(first) * row_bytes,
-                                   blocks, scale, seed * 0x9E3779B97F4A7C15ull + g);
-                continue;
-              }
-              std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + g);
-              std::normal_distribution<float> normal(offset, scale);
-              const int64_t last = std::min(rows, static_cast<int64_t>(g + 1) * kGroup);
-              for (int64_t r = static_cast<int64_t>(g) * kGroup; r < last; ++r) {
-                for (auto& v : row) v = normal(rng);
-                if (cpu::quantize_row(type, row.data(),
-                                      out.data() + static_cast<size_t>(r) * row_bytes,
-                                      cols) != row_bytes) {
-                  failed = true;
-                }
-              }
+    const int64_t rows = rows_each * stack;
+    std::vector<uint64_t> dims = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows_each)};
+    if (stack > 1) dims.push_back(static_cast<uint64_t>(stack));
+    return w.add_tensor(name, type, dims, [=](std::span<uint8_t> out) -> Result<void> {
+      constexpr int64_t kGroup = 16;
+      const auto row_bytes = out.size() / static_cast<size_t>(rows);
+      const auto groups = static_cast<size_t>((rows + kGroup - 1) / kGroup);
+      std::atomic<bool> failed{false};
+      workers->parallel_for(groups, [&](size_t begin, size_t end, size_t) {
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (size_t g = begin; g < end; ++g) {
+          if (direct) {
+            const int64_t first = static_cast<int64_t>(g) * kGroup;
+            const int64_t count = std::min(rows, first + kGroup) - first;
+            const size_t blocks =
+                static_cast<size_t>(count) * row_bytes / tensor_type_info(type).block_bytes;
+            fill_random_blocks(type, out.data() + static_cast<size_t>(first) * row_bytes, blocks,
+                               scale, seed * 0x9E3779B97F4A7C15ull + g);
+            continue;
+          }
+          std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + g);
+          std::normal_distribution<float> normal(offset, scale);
+          const int64_t last = std::min(rows, static_cast<int64_t>(g + 1) * kGroup);
+          for (int64_t r = static_cast<int64_t>(g) * kGroup; r < last; ++r) {
+            for (auto& v : row) v = normal(rng);
+            if (cpu::quantize_row(type, row.data(), out.data() + static_cast<size_t>(r) * row_bytes,
+                                  cols) != row_bytes) {
+              failed = true;
             }
-          });
-          if (failed) return make_error("quantizing to {} failed", tensor_type_name(type));
-          return {};
-        });
+          }
+        }
+      });
+      if (failed) return make_error("quantizing to {} failed", tensor_type_name(type));
+      return {};
+    });
   };
   auto vector = [&](const std::string& name, int64_t n, float scale, float offset) -> Result<void> {
     return random_matrix(name, TensorType::F32, 1, n, scale, offset);
@@ -240,9 +259,23 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
                       {"ffn_down", "ffn_down.weight", s.hidden, s.ffn}};
     TERN_TRY(norm(name("attn_norm.weight"), s.hidden));
     for (const auto& m : mats) {
+      if (moe && std::string_view(m.role).starts_with("ffn_")) continue;
       auto t = type_of(m.role, l);
       if (!t) return t.error();
       TERN_TRY(random_matrix(name(m.name), *t, m.rows, m.cols, sc, 0.0f));
+    }
+    if (moe) {
+      // The router stays F32, as converted files keep it; experts stacked [experts, rows, cols].
+      TERN_TRY(random_matrix(name("ffn_gate_inp.weight"), TensorType::F32, s.experts, s.hidden,
+                             sc * 4.0f, 0.0f));
+      const M experts[] = {{"ffn_gate_exps", "ffn_gate_exps.weight", s.expert_ffn, s.hidden},
+                           {"ffn_up_exps", "ffn_up_exps.weight", s.expert_ffn, s.hidden},
+                           {"ffn_down_exps", "ffn_down_exps.weight", s.hidden, s.expert_ffn}};
+      for (const auto& m : experts) {
+        auto t = type_of(m.role, l);
+        if (!t) return t.error();
+        TERN_TRY(random_matrix(name(m.name), *t, m.rows, m.cols, sc, 0.0f, s.experts));
+      }
     }
     TERN_TRY(norm(name("ffn_norm.weight"), s.hidden));
     if (arch == "qwen2") {
@@ -259,7 +292,7 @@ Result<void> write_synthetic_model(const std::string& path, const SyntheticShape
                               }));
       }
     }
-    if (arch == "qwen3" || arch == "gemma3") {
+    if (arch == "qwen3" || moe || arch == "gemma3") {
       TERN_TRY(norm(name("attn_q_norm.weight"), s.head_dim));
       TERN_TRY(norm(name("attn_k_norm.weight"), s.head_dim));
     }

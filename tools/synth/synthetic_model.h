@@ -14,7 +14,7 @@
 namespace tern::synth {
 
 struct SyntheticShape {
-  std::string architecture = "qwen3";  // llama, qwen2, qwen3, gemma3
+  std::string architecture = "qwen3";  // llama, qwen2, qwen3, qwen3moe, gemma3
   int64_t layers = 2;
   int64_t hidden = 64;
   int64_t heads = 4;
@@ -25,9 +25,15 @@ struct SyntheticShape {
   int64_t context = 4096;
   float rope_theta = 1000000.0f;
   bool tied_embeddings = true;
+  // qwen3moe: experts per layer, used per token, and each expert's MLP size (ffn is then the
+  // size a dense layer would have, written as feed_forward_length as converted files do).
+  int64_t experts = 0;
+  int64_t experts_used = 0;
+  int64_t expert_ffn = 0;
 };
 
-// "qwen3-8b", "qwen3-0.6b", "smollm2-135m", "llama3-8b", "gemma3-270m", "tiny-llama", ...
+// "qwen3-8b", "qwen3-0.6b", "qwen3-30b-a3b", "smollm2-135m", "llama3-8b", "gemma3-270m",
+// "tiny-llama", "tiny-qwen3moe", ...
 Result<SyntheticShape> preset_shape(const std::string& name);
 std::vector<std::string> preset_names();
 

@@ -156,6 +156,17 @@ void CpuDevice::scale(Tensor& x, float factor) {
   for (int64_t i = 0; i < n; ++i) p[i] *= factor;
 }
 
+void CpuDevice::add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
+                                  std::span<const float> weights, Tensor& dst) {
+  const int64_t cols = src.ne[0];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float* s = src.f32() + static_cast<int64_t>(i) * cols;
+    float* d = dst.f32() + static_cast<int64_t>(rows[i]) * cols;
+    const float w = weights[i];
+    for (int64_t c = 0; c < cols; ++c) d[c] += w * s[c];
+  }
+}
+
 namespace {
 
 // Elementwise over n floats in chunks of whole cache lines, spread over the pool.

@@ -29,6 +29,8 @@ class CpuDevice final : public Device {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_row_vector(Tensor& x, const Tensor& v) override;
   void scale(Tensor& x, float factor) override;
+  void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
+                         std::span<const float> weights, Tensor& dst) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) override;

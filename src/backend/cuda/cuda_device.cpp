@@ -845,6 +845,29 @@ void CudaDevice::scale(Tensor& x, float factor) {
   });
 }
 
+void CudaDevice::add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
+                                   std::span<const float> weights, Tensor& dst) {
+  if (failed_ || rows.empty()) return;
+  auto row_ids = stage(rows);
+  if (!row_ids) return fail(row_ids.error());
+  // The weights travel as their bits, staged like the row ids.
+  std::vector<int32_t> bits(weights.size());
+  std::memcpy(bits.data(), weights.data(), weights.size_bytes());
+  auto weight_bits = stage(bits);
+  if (!weight_bits) return fail(weight_bits.error());
+  const float* sd = src.f32();
+  float* dd = dst.f32();
+  const int32_t* rd = *row_ids;
+  const auto* wd = reinterpret_cast<const float*>(*weight_bits);
+  const auto n = static_cast<int64_t>(rows.size());
+  const int64_t cols = src.ne[0];
+  cudaStream_t s = stream_;
+  enqueue({19, u(sd), u(dd), u(rd), u(wd), u(n), u(cols)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::add_weighted_rows(sd, rd, wd, n, cols, dd, s));
+    return {};
+  });
+}
+
 // gate and up products of one token queued as one launch, then act(gate) * up: all in one kernel.
 bool CudaDevice::fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
                           std::initializer_list<uint64_t> signature) {

@@ -1,4 +1,5 @@
-// Element-wise ops on F32 activations: add, add_row_vector (bias), scale, and the gated
+// Element-wise ops on F32 activations: add, add_row_vector (bias), scale, add_weighted_rows
+// (a mixture-of-experts layer's scatter of one expert's outputs), and the gated
 // activations silu(gate) * up and gelu_tanh(gate) * up. Each reads its inputs once and writes
 // its output once; grid-stride loops. Launched with PDL (their launch overlaps the kernel before;
 // before 2026-12-04 they were plain launches, which broke the PDL chain of the unfused step).
@@ -30,6 +31,15 @@ __global__ void add_row_kernel(float* x, const float* v, int64_t rows, int64_t c
 
 __global__ void scale_kernel(float* x, float f, int64_t n) {
   TERN_FOR_EACH(i, n) x[i] *= f;
+}
+
+__global__ void add_weighted_rows_kernel(const float* src, const int32_t* rows,
+                                         const float* weights, int64_t n, int64_t cols,
+                                         float* dst) {
+  TERN_FOR_EACH(i, n * cols) {
+    const int64_t r = i / cols, c = i % cols;
+    dst[static_cast<int64_t>(rows[r]) * cols + c] += weights[r] * src[i];
+  }
 }
 
 __global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
@@ -67,6 +77,14 @@ cudaError_t add_row_vector(float* x, const float* v, int64_t rows, int64_t cols,
 cudaError_t scale(float* x, float factor, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   (void)launch_pdl(scale_kernel, grid_for(n), 256, stream, x, factor, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_weighted_rows(const float* src, const int32_t* rows, const float* weights,
+                              int64_t n, int64_t cols, float* dst, cudaStream_t stream) {
+  if (n * cols == 0) return cudaSuccess;
+  (void)launch_pdl(add_weighted_rows_kernel, grid_for(n * cols), 256, stream, src, rows, weights, n,
+                   cols, dst);
   return cudaGetLastError();
 }
 

@@ -80,6 +80,10 @@ cudaError_t add(const float* a, const float* b, float* out, int64_t n, cudaStrea
 cudaError_t add_row_vector(float* x, const float* v, int64_t rows, int64_t cols,
                            cudaStream_t stream);
 cudaError_t scale(float* x, float factor, int64_t n, cudaStream_t stream);
+// dst[rows[i], :] += weights[i] * src[i, :] for i < n (rows distinct; rows and weights on the
+// device).
+cudaError_t add_weighted_rows(const float* src, const int32_t* rows, const float* weights,
+                              int64_t n, int64_t cols, float* dst, cudaStream_t stream);
 cudaError_t silu_mul(const float* gate, const float* up, float* out, int64_t n,
                      cudaStream_t stream);
 cudaError_t gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n,

@@ -125,6 +125,10 @@ class Device {
   // Adds the F32 vector v [ne0] to every row of x.
   virtual void add_row_vector(Tensor& x, const Tensor& v) = 0;
   virtual void scale(Tensor& x, float factor) = 0;
+  // dst row rows[i] += weights[i] * src row i, for each row i of src (the rows distinct): how a
+  // mixture-of-experts layer adds one expert's outputs into its tokens' rows.
+  virtual void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
+                                 std::span<const float> weights, Tensor& dst) = 0;
   // out = act(gate) * up, act = SiLU or GELU (tanh approximation).
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   virtual void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
