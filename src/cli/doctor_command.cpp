@@ -1,4 +1,5 @@
-// `tern doctor`: what this machine is (CPU and its vector features, cores, memory, disk, GPUs and,
+// `tern doctor`: what this machine is (CPU and its vector features, cores, memory, disk, GPUs, the
+// links between them (the driver's topology matrix) and,
 // in a CUDA build, their copy bandwidth measured on the spot)
 // and which catalog models and quantizations fit it with room for 8K tokens of context.
 #include <fmt/format.h>
@@ -43,6 +44,7 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
                              ? static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize
                              : 0;
     auto gpu_list = gpus();
+    const std::vector<GpuLink> links = gpu_list.size() > 1 ? gpu_links() : std::vector<GpuLink>{};
     // The GPUs as this build's CUDA runtime sees them, copy bandwidth measured now; only where
     // the driver reports a GPU (a CPU build says it has no CUDA backend).
     std::optional<Result<std::vector<GpuProbe>>> probed;
@@ -102,6 +104,14 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
       for (const auto& x : gpu_list)
         g.push_back({{"name", x.name}, {"memory", x.memory_bytes}, {"driver", x.driver}});
       out["gpus"] = g;
+      nlohmann::json l = nlohmann::json::array();
+      for (const auto& x : links) {
+        l.push_back({{"gpus", {x.a, x.b}},
+                     {"path", x.path},
+                     {"nvlinks", x.nvlinks},
+                     {"description", describe_gpu_link(x)}});
+      }
+      out["gpu_links"] = l;
       if (probed) {
         nlohmann::json c = nlohmann::json::array();
         if (*probed) {
@@ -138,6 +148,12 @@ void add_doctor_command(CLI::App& app, CommandContext& ctx) {
     } else {
       for (const auto& g : gpu_list) {
         fmt::print("gpu       {}, {}, driver {}\n", g.name, format_bytes(g.memory_bytes), g.driver);
+      }
+      for (const auto& x : links) {
+        fmt::print("link      GPU{} - GPU{}: {}\n", x.a, x.b, describe_gpu_link(x));
+      }
+      if (gpu_list.size() > 1 && links.empty()) {
+        fmt::print("links     not reported by the driver (nvidia-smi topo -m)\n");
       }
       if (probed && !*probed) {
         fmt::print("cuda      {}\n", probed->error().message);

@@ -52,6 +52,103 @@ std::vector<GpuInfo> gpus() {
   return out;
 }
 
+namespace {
+
+std::string run_command(const char* command) {
+  std::string out;
+  FILE* p = ::popen(command, "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// The cells of one matrix line: tab-separated, trimmed, escape sequences (colour) removed.
+std::vector<std::string> cells(const std::string& line) {
+  std::string plain;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\x1b') {
+      while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
+      continue;
+    }
+    plain += line[i];
+  }
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= plain.size()) {
+    size_t end = plain.find('\t', start);
+    if (end == std::string::npos) end = plain.size();
+    std::string cell = plain.substr(start, end - start);
+    const auto first = cell.find_first_not_of(" \r\n");
+    const auto last = cell.find_last_not_of(" \r\n");
+    out.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+// "GPU3" -> 3; -1 for anything else.
+int gpu_index(const std::string& name) {
+  if (name.size() < 4 || name.rfind("GPU", 0) != 0) return -1;
+  for (size_t i = 3; i < name.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  }
+  return std::atoi(name.c_str() + 3);
+}
+
+}  // namespace
+
+std::vector<GpuLink> parse_gpu_topology(const std::string& matrix) {
+  std::vector<GpuLink> links;
+  std::vector<int> columns;  // GPU index of each header cell, -1 for other columns
+  size_t start = 0;
+  while (start < matrix.size()) {
+    size_t end = matrix.find('\n', start);
+    if (end == std::string::npos) end = matrix.size();
+    const std::string line = matrix.substr(start, end - start);
+    start = end + 1;
+    auto row = cells(line);
+    if (columns.empty()) {
+      // The header: an empty first cell, then GPU0 GPU1 ... (then NICs and affinities).
+      if (row.size() > 2 && row[0].empty() && gpu_index(row[1]) >= 0) {
+        for (const auto& c : row) columns.push_back(gpu_index(c));
+      }
+      continue;
+    }
+    const int a = row.empty() ? -1 : gpu_index(row[0]);
+    if (a < 0) {
+      if (!row.empty() && row[0].rfind("Legend", 0) == 0) break;
+      continue;
+    }
+    for (size_t c = 1; c < row.size() && c < columns.size(); ++c) {
+      const int b = columns[c];
+      if (b <= a || row[c].empty()) continue;
+      GpuLink link{a, b, row[c], 0};
+      if (row[c].rfind("NV", 0) == 0) link.nvlinks = std::atoi(row[c].c_str() + 2);
+      links.push_back(link);
+    }
+  }
+  std::sort(links.begin(), links.end(),
+            [](const GpuLink& x, const GpuLink& y) { return x.a != y.a ? x.a < y.a : x.b < y.b; });
+  return links;
+}
+
+std::vector<GpuLink> gpu_links() {
+  return parse_gpu_topology(run_command("nvidia-smi topo -m 2>/dev/null"));
+}
+
+std::string describe_gpu_link(const GpuLink& link) {
+  if (link.nvlinks > 0) return "NVLink x" + std::to_string(link.nvlinks);
+  const std::string& p = link.path;
+  if (p == "PIX") return "PCIe, one switch (PIX)";
+  if (p == "PXB") return "PCIe, several switches (PXB)";
+  if (p == "PHB") return "PCIe through the CPU (PHB)";
+  if (p == "NODE") return "PCIe between host bridges of one NUMA node (NODE)";
+  if (p == "SYS") return "PCIe across CPU sockets (SYS)";
+  return p;
+}
+
 MemoryBudget memory_budget(const std::vector<GpuInfo>& gpu_list, const MemoryInfo& memory) {
   if (gpu_list.empty()) return {memory.available, "RAM available"};
   MemoryBudget b{0, "GPU memory"};

@@ -23,6 +23,20 @@ std::string cpu_model_name();
 MemoryInfo memory_info();     // /proc/meminfo
 std::vector<GpuInfo> gpus();  // nvidia-smi; empty when there is none
 
+// How two GPUs reach each other, from the driver's topology matrix (`nvidia-smi topo -m`, the
+// NVML view NCCL also starts from): a bonded set of NVLinks, or a PCIe path (PIX, PXB, PHB, NODE,
+// SYS: one bridge ... across CPU sockets).
+struct GpuLink {
+  int a = 0, b = 0;  // GPU indices, a < b
+  std::string path;  // as the driver writes it: "NV18", "PXB", "SYS"
+  int nvlinks = 0;   // bonded NVLinks; 0 for a PCIe path
+};
+// Every pair of GPUs; empty with fewer than two, or when the driver gives no matrix.
+std::vector<GpuLink> gpu_links();
+std::vector<GpuLink> parse_gpu_topology(const std::string& matrix);
+// "NVLink x18", "PCIe through the CPU (PHB)", ...
+std::string describe_gpu_link(const GpuLink& link);
+
 // Memory a model may use: the largest GPU's, else the RAM available now.
 struct MemoryBudget {
   uint64_t bytes = 0;

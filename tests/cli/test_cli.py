@@ -138,6 +138,43 @@ class Models(unittest.TestCase):
         self.assertIn("gpu       NVIDIA H200, 140.40 GiB, driver 580.159.04", text)
 
 
+    def test_doctor_lists_the_links_between_gpus(self):
+        # Four H100 NVL cards as the driver reports them: two NVLink-bridged pairs (NV12), PCIe
+        # across the sockets between the pairs, a NIC column and the affinity columns after the
+        # GPUs, the legend below (tabs, cells padded with spaces, as nvidia-smi prints).
+        fake = os.path.join(ARGS.work, "fake-driver-4")
+        os.makedirs(fake, exist_ok=True)
+        matrix = ("\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+                  "GPU0\t X \tNV12\tSYS\tSYS\tNODE\t0-47\t0\t\tN/A\n"
+                  "GPU1\tNV12\t X \tSYS\tSYS\tNODE\t0-47\t0\t\tN/A\n"
+                  "GPU2\tSYS\tSYS\t X \tNV12\tSYS\t48-95\t1\t\tN/A\n"
+                  "GPU3\tSYS\tSYS\tNV12\t X \tSYS\t48-95\t1\t\tN/A\n"
+                  "NIC0\tNODE\tNODE\tSYS\tSYS\t X \t\t\t\n\n"
+                  "Legend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP "
+                  "interconnect between NUMA nodes (e.g., QPI/UPI)\n  NV#  = Connection traversing a "
+                  "bonded set of # NVLinks\n")
+        with open(os.path.join(fake, "topo.txt"), "w") as f:
+            f.write(matrix)
+        with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+            f.write("#!/bin/sh\nif [ \"$1\" = topo ]; then cat \"$(dirname \"$0\")/topo.txt\"; exit 0; fi\n"
+                    "for i in 0 1 2 3; do echo 'NVIDIA H100 NVL, 95830, 580.159.04'; done\n")
+        os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+        env = dict(os.environ, PATH=fake + ":" + os.environ["PATH"])
+        r = subprocess.run([ARGS.tern, "doctor", "--json"], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(len(out["gpus"]), 4)
+        links = {tuple(x["gpus"]): (x["path"], x["nvlinks"]) for x in out["gpu_links"]}
+        self.assertEqual(links, {(0, 1): ("NV12", 12), (0, 2): ("SYS", 0), (0, 3): ("SYS", 0),
+                                 (1, 2): ("SYS", 0), (1, 3): ("SYS", 0), (2, 3): ("NV12", 12)})
+        text = subprocess.run([ARGS.tern, "doctor"], capture_output=True, text=True, env=env, timeout=60).stdout
+        self.assertIn("link      GPU0 - GPU1: NVLink x12", text)
+        self.assertIn("link      GPU1 - GPU3: PCIe across CPU sockets (SYS)", text)
+        # One GPU: no links section.
+        out1 = json.loads(tern("doctor", "--json").stdout)
+        self.assertEqual(out1["gpu_links"], [])
+
+
 @unittest.skipUnless(os.environ.get("TERN_SMOLLM2_GGUF"), "needs the real SmolLM2 (scripts/test.sh sets it)")
 class RealModel(unittest.TestCase):
     def test_instruct_reply(self):

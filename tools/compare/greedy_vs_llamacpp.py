@@ -81,7 +81,7 @@ def main():
                               "-t", str(args.threads), "-c", str(ctx), "-np", "1"],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tern = subprocess.Popen([args.tern, "serve", "-m", path, "--port", str(tport), "--parallel", "1",
-                             "--ctx", "4096"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--ctx", str(max(ctx, 1024))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     lines = []
     try:
         wait_ready(f"http://127.0.0.1:{lport}/health", llama)
