@@ -146,6 +146,7 @@ Result<Rope> read_rope(const json& config, const Keys& keys, const std::string& 
 std::string gguf_architecture(const Keys& keys, const json& config) {
   std::string model_type = keys.string_or("model_type", "");
   if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3") return model_type;
+  if (model_type == "qwen3_moe") return "qwen3moe";
   if (model_type == "gemma3_text") return "gemma3";
   if (model_type.empty()) {
     if (auto it = config.find("architectures"); it != config.end() && it->is_array()) {
@@ -155,10 +156,71 @@ std::string gguf_architecture(const Keys& keys, const json& config) {
         if (name == "LlamaForCausalLM") return "llama";
         if (name == "Qwen2ForCausalLM") return "qwen2";
         if (name == "Qwen3ForCausalLM") return "qwen3";
+        if (name == "Qwen3MoeForCausalLM") return "qwen3moe";
         if (name == "Gemma3ForCausalLM") return "gemma3";
       }
     }
   }
+  return {};
+}
+
+// Qwen3-MoE's experts: the counts, each expert's MLP size, and which layers stay dense
+// (transformers' rule: a layer is sparse unless listed in mlp_only_layers or (l + 1) is not a
+// multiple of decoder_sparse_step). Router losses and output_router_logits only matter in
+// training and are ignored.
+Result<void> read_experts(const Keys& keys, HfConfig& c) {
+  const std::string& label = keys.label();
+  const char* count_key = keys.find("num_experts") ? "num_experts" : "num_local_experts";
+  auto experts = keys.positive(count_key);
+  if (!experts) return experts.error();
+  if (keys.find("num_experts") && keys.find("num_local_experts")) {
+    auto local = keys.integer("num_local_experts");
+    if (!local) return local.error();
+    if (*local != *experts) {
+      return make_error("{}: 'num_experts' is {} but 'num_local_experts' is {}", label, *experts,
+                        *local);
+    }
+  }
+  auto used = keys.positive("num_experts_per_tok");
+  if (!used) return used.error();
+  if (*used > *experts) {
+    return make_error("{}: 'num_experts_per_tok' is {}, more than the {} experts", label, *used,
+                      *experts);
+  }
+  auto ffn = keys.positive("moe_intermediate_size");
+  if (!ffn) return ffn.error();
+  auto norm = keys.boolean("norm_topk_prob", false);
+  if (!norm) return norm.error();
+  auto step = keys.positive("decoder_sparse_step", 1);
+  if (!step) return step.error();
+  c.experts = *experts;
+  c.experts_used = *used;
+  c.expert_ffn = *ffn;
+  c.expert_weights_norm = *norm;
+  c.dense_layers.assign(static_cast<size_t>(c.layers), false);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    c.dense_layers[static_cast<size_t>(l)] = (l + 1) % *step != 0;
+  }
+  if (const json* only = keys.find("mlp_only_layers")) {
+    if (!only->is_array()) {
+      return make_error("{}: 'mlp_only_layers' must be a list of layer indices", label);
+    }
+    for (const json& v : *only) {
+      auto l = keys.as_integer(v, "mlp_only_layers");
+      if (!l) return l.error();
+      if (*l < 0 || *l >= c.layers) {
+        return make_error("{}: 'mlp_only_layers' names layer {}; the model has {}", label, *l,
+                          c.layers);
+      }
+      c.dense_layers[static_cast<size_t>(*l)] = true;
+    }
+  }
+  const std::string& arch = c.architecture;
+  auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  c.metadata.add(arch + ".expert_count", u32(c.experts));
+  c.metadata.add(arch + ".expert_used_count", u32(c.experts_used));
+  c.metadata.add(arch + ".expert_feed_forward_length", u32(c.expert_ffn));
+  c.metadata.add(arch + ".expert_weights_norm", GgufValue::boolean(c.expert_weights_norm));
   return {};
 }
 
@@ -203,16 +265,17 @@ Result<HfConfig> parse_hf_config(std::string_view json_text, const std::string& 
       return make_error(
           "{}: model_type '{}' is a multimodal model; Tern loads text-only "
           "checkpoints (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-          "Gemma3ForCausalLM)",
+          "Qwen3MoeForCausalLM, Gemma3ForCausalLM)",
           label, c.model_type);
     }
     return make_error(
         "{}: model_type '{}' is not supported (supported: llama, qwen2, qwen3, "
-        "gemma3_text)",
+        "qwen3_moe, gemma3_text)",
         label, c.model_type);
   }
   const std::string& arch = c.architecture;
   const bool gemma = arch == "gemma3";
+  const bool moe = arch == "qwen3moe";
 
   auto get = [&](int64_t& out, const char* key, std::optional<int64_t> fallback = std::nullopt) {
     auto v = keys.positive(key, fallback);
@@ -227,7 +290,8 @@ Result<HfConfig> parse_hf_config(std::string_view json_text, const std::string& 
   TERN_TRY(get(c.kv_heads, "num_key_value_heads", c.heads));
   TERN_TRY(get(c.ffn, "intermediate_size"));
   TERN_TRY(get(c.context_length, "max_position_embeddings", 2048));
-  const int64_t default_head_dim = gemma ? 256 : (arch == "qwen3" ? 128 : c.hidden / c.heads);
+  const int64_t default_head_dim =
+      gemma ? 256 : (arch == "qwen3" || moe ? 128 : c.hidden / c.heads);
   TERN_TRY(get(c.head_dim, "head_dim", default_head_dim));
   if (c.heads % c.kv_heads != 0) {
     return make_error("{}: {} attention heads cannot be grouped over {} key/value heads", label,
@@ -263,7 +327,7 @@ Result<HfConfig> parse_hf_config(std::string_view json_text, const std::string& 
   if (arch != "qwen2") {
     TERN_TRY(keys.must_be_unset("attention_bias", "attention biases are not supported"));
   }
-  if (arch == "qwen2" || arch == "qwen3") {
+  if (arch == "qwen2" || arch == "qwen3" || moe) {
     TERN_TRY(keys.must_be_unset("use_sliding_window", "sliding-window Qwen is not supported"));
   }
   if (gemma) {
@@ -288,6 +352,7 @@ Result<HfConfig> parse_hf_config(std::string_view json_text, const std::string& 
   md.add(key("attention.value_length"), u32(c.head_dim));
   md.add(key("attention.layer_norm_rms_epsilon"), GgufValue::f32(static_cast<float>(c.norm_eps)));
   md.add(key("rope.dimension_count"), u32(c.head_dim));
+  if (moe) TERN_TRY(read_experts(keys, c));
 
   auto add_rope = [&](const Rope& rope, const char* base_key) -> Result<void> {
     md.add(key(base_key), GgufValue::f32(static_cast<float>(rope.theta)));

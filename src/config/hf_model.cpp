@@ -32,6 +32,11 @@ std::string join(const std::string& dir, const std::string& name) {
   return (fs::path(dir) / name).string();
 }
 
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // The safetensors files of the model: the shards named by the index, or model.safetensors.
 Result<std::vector<std::string>> shard_files(const std::string& dir,
                                              std::map<std::string, std::string>& weight_map) {
@@ -72,13 +77,10 @@ Result<std::vector<std::string>> shard_files(const std::string& dir,
 enum class Role { Plain, Norm, PermuteQ, PermuteK };
 
 Role role_of(const std::string& gguf_name) {
-  auto ends_with = [&](std::string_view s) {
-    return gguf_name.size() >= s.size() &&
-           gguf_name.compare(gguf_name.size() - s.size(), s.size(), s) == 0;
-  };
-  if (ends_with("_norm.weight") || ends_with("post_ffw_norm.weight")) return Role::Norm;
-  if (ends_with("attn_q.weight") || ends_with("attn_q.bias")) return Role::PermuteQ;
-  if (ends_with("attn_k.weight") || ends_with("attn_k.bias")) return Role::PermuteK;
+  auto is = [&](std::string_view s) { return ends_with(gguf_name, s); };
+  if (is("_norm.weight") || is("post_ffw_norm.weight")) return Role::Norm;
+  if (is("attn_q.weight") || is("attn_q.bias")) return Role::PermuteQ;
+  if (is("attn_k.weight") || is("attn_k.bias")) return Role::PermuteK;
   return Role::Plain;
 }
 
@@ -103,19 +105,61 @@ float element_to_float(TensorType type, const uint8_t* p) {
 }
 
 // Sort key: embeddings, rope factors, layers in order, then the output head (as GGUF files list
-// them).
-std::tuple<int, int64_t, std::string> order_key(const std::string& name) {
-  if (name.rfind("token_embd.", 0) == 0) return {0, 0, name};
-  if (name.rfind("rope_freqs.", 0) == 0) return {1, 0, name};
+// them); a layer's per-expert tensors in expert order.
+std::tuple<int, int64_t, std::string, int64_t> order_key(const std::string& name) {
+  if (name.rfind("token_embd.", 0) == 0) return {0, 0, name, 0};
+  if (name.rfind("rope_freqs.", 0) == 0) return {1, 0, name, 0};
   if (name.rfind("blk.", 0) == 0) {
     int64_t layer = 0;
     std::from_chars(name.data() + 4, name.data() + name.size(), layer);
-    return {2, layer, name};
+    if (auto expert = split_expert_tensor_name(name)) {
+      return {2, layer, expert->stacked, expert->expert};
+    }
+    return {2, layer, name, 0};
   }
-  return {3, 0, name};
+  return {3, 0, name, 0};
+}
+
+// Qwen3-MoE tensors of one layer's mlp (the part after "model.layers.L."), or "" if not one.
+std::string moe_tensor_name(std::string_view suffix) {
+  if (suffix == "mlp.gate.weight") return "ffn_gate_inp.weight";
+  if (suffix == "mlp.experts.gate_up_proj") return "ffn_gate_up_exps.weight";
+  if (suffix == "mlp.experts.down_proj") return "ffn_down_exps.weight";
+  static constexpr std::string_view kExperts = "mlp.experts.";
+  if (suffix.substr(0, kExperts.size()) != kExperts) return {};
+  suffix.remove_prefix(kExperts.size());
+  uint64_t expert = 0;
+  auto [next, ec] = std::from_chars(suffix.data(), suffix.data() + suffix.size(), expert);
+  if (ec != std::errc() || next == suffix.data() || next == suffix.data() + suffix.size() ||
+      *next != '.') {
+    return {};
+  }
+  const std::string_view proj(next + 1,
+                              static_cast<size_t>(suffix.data() + suffix.size() - next - 1));
+  for (const char* which : {"gate", "up", "down"}) {
+    if (proj == fmt::format("{}_proj.weight", which)) {
+      return fmt::format("ffn_{}_exps.{}.weight", which, expert);
+    }
+  }
+  return {};
 }
 
 }  // namespace
+
+std::optional<ExpertTensorName> split_expert_tensor_name(std::string_view name) {
+  // blk.L.ffn_X_exps.E.weight
+  if (name.substr(0, 4) != "blk." || !ends_with(name, ".weight")) return std::nullopt;
+  const std::string_view body = name.substr(0, name.size() - 7);  // blk.L.ffn_X_exps.E
+  const size_t dot = body.rfind('.');
+  if (dot == std::string_view::npos || dot + 1 == body.size()) return std::nullopt;
+  const std::string_view index = body.substr(dot + 1);
+  int64_t expert = 0;
+  auto [next, ec] = std::from_chars(index.data(), index.data() + index.size(), expert);
+  if (ec != std::errc() || next != index.data() + index.size() || expert < 0) return std::nullopt;
+  const std::string_view base = body.substr(0, dot);  // blk.L.ffn_X_exps
+  if (!ends_with(base, "_exps")) return std::nullopt;
+  return ExpertTensorName{std::string(base) + ".weight", expert};
+}
 
 std::optional<std::string> hf_to_gguf_tensor_name(const std::string& hf_name,
                                                   const std::string& architecture) {
@@ -161,6 +205,9 @@ std::optional<std::string> hf_to_gguf_tensor_name(const std::string& hf_name,
     mapped = "post_ffw_norm.weight";
   } else if (suffix == "self_attn.rotary_emb.inv_freq") {
     return std::string();
+  } else if (std::string moe = architecture == "qwen3moe" ? moe_tensor_name(suffix) : "";
+             !moe.empty()) {
+    mapped = std::move(moe);
   } else {
     return std::nullopt;
   }
@@ -254,9 +301,21 @@ Result<GgufFile> open_hf_model(const std::string& dir) {
         return make_error("{}: tensor '{}' has dtype {}; Tern loads F32, F16 and BF16 weights",
                           path, t.name, t.dtype);
       }
-      if (t.shape.empty() || t.shape.size() > 2) {
-        return make_error("{}: tensor '{}' has {} dimensions; expected 1 or 2", path, t.name,
-                          t.shape.size());
+      // Qwen3-MoE experts: one 2-D tensor each (the hub), or all of a layer's in one 3-D tensor
+      // (transformers 5's fused layout).
+      const bool stacked = ends_with(*gguf_name, "_exps.weight");
+      if (stacked ? t.shape.size() != 3 : (t.shape.empty() || t.shape.size() > 2)) {
+        return make_error("{}: tensor '{}' has {} dimensions; expected {}", path, t.name,
+                          t.shape.size(), stacked ? "3 (experts, rows, columns)" : "1 or 2");
+      }
+      if (auto expert = split_expert_tensor_name(*gguf_name);
+          expert && expert->expert >= c.experts) {
+        return make_error("{}: tensor '{}' is expert {}, but config.json has {} experts", path,
+                          t.name, expert->expert, c.experts);
+      }
+      if (stacked && t.shape[0] != static_cast<uint64_t>(c.experts)) {
+        return make_error("{}: tensor '{}' holds {} experts, but config.json has {}", path, t.name,
+                          t.shape[0], c.experts);
       }
       GgufTensor g;
       g.name = *gguf_name;
@@ -266,6 +325,42 @@ Result<GgufFile> open_hf_model(const std::string& dir) {
       g.size_bytes = t.size_bytes;
       g.split_index = static_cast<uint32_t>(fi);
       g.data = t.data;
+      auto add = [&](GgufTensor&& tensor) -> Result<void> {
+        if (!seen_gguf.insert(tensor.name).second) {
+          return make_error("{}: two tensors map to '{}'", path, tensor.name);
+        }
+        tensors.push_back(std::move(tensor));
+        return {};
+      };
+
+      if (ends_with(g.name, "ffn_gate_up_exps.weight")) {
+        // [E, 2 ff, hidden]: expert e's rows 0..ff-1 are its gate, ff..2ff-1 its up. GGUF keeps
+        // gate and up apart, each [E, ff, hidden] (ne = {hidden, ff, E}), so both are rebuilt.
+        const uint64_t experts = t.shape[0], ff = static_cast<uint64_t>(c.expert_ffn);
+        if (t.shape[1] != 2 * ff) {
+          return make_error(
+              "{}: tensor '{}' has {} rows per expert; expected 2 x moe_intermediate_size = {}",
+              path, t.name, t.shape[1], 2 * ff);
+        }
+        const uint64_t row_bytes = t.shape[2] * t.element_size;
+        const std::string prefix = g.name.substr(0, g.name.size() - strlen("gate_up_exps.weight"));
+        for (uint64_t half = 0; half < 2; ++half) {
+          std::vector<uint8_t> buffer(experts * ff * row_bytes);
+          for (uint64_t e = 0; e < experts; ++e) {
+            std::memcpy(buffer.data() + e * ff * row_bytes,
+                        t.data + (e * 2 * ff + half * ff) * row_bytes, ff * row_bytes);
+          }
+          GgufTensor part = g;
+          part.name = prefix + (half == 0 ? "gate" : "up") + "_exps.weight";
+          part.shape = {t.shape[2], ff, experts};
+          part.size_bytes = buffer.size();
+          part.data = buffer.data();
+          part.offset = 0;
+          owned.push_back(std::move(buffer));
+          TERN_TRY(add(std::move(part)));
+        }
+        continue;
+      }
 
       const Role role = role_of(g.name);
       if (role == Role::Norm && c.norm_plus_one) {
@@ -305,10 +400,7 @@ Result<GgufFile> open_hf_model(const std::string& dir) {
         g.offset = 0;
         owned.push_back(std::move(buffer));
       }
-      if (!seen_gguf.insert(g.name).second) {
-        return make_error("{}: two tensors map to '{}'", path, g.name);
-      }
-      tensors.push_back(std::move(g));
+      TERN_TRY(add(std::move(g)));
     }
     paths.push_back(path);
     maps.push_back(st->mapping());

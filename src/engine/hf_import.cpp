@@ -1,5 +1,8 @@
 #include "engine/hf_import.h"
 
+#include <fmt/ranges.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -76,6 +79,95 @@ Result<std::string> pre_tokenizer_name(const json& pre, const std::string& path)
       "{}: pre_tokenizer {} matches none of the byte-level families Tern converts "
       "(gpt2, smollm, llama-bpe, qwen2, qwen35)",
       path, shown);
+}
+
+// Converts `src`'s rows into `out` (all of them, rows() of them, `target` bytes each).
+Result<void> convert_rows(const GgufTensor& src, TensorType target, std::span<uint8_t> out) {
+  const int64_t cols = static_cast<int64_t>(src.shape[0]);
+  const uint64_t rows = src.rows();
+  const uint64_t src_row_bytes = src.size_bytes / std::max<uint64_t>(rows, 1);
+  const uint64_t out_row_bytes = out.size() / std::max<uint64_t>(rows, 1);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (uint64_t r = 0; r < rows; ++r) {
+    cpu::dequantize_row(src.type, src.data + r * src_row_bytes, row.data(), cols);
+    size_t n = cpu::quantize_row(target, row.data(), out.data() + r * out_row_bytes, cols);
+    if (n != out_row_bytes) {
+      return make_error("tensor '{}': quantizing a row to {} gave {} bytes, expected {}", src.name,
+                        tensor_type_name(target), n, out_row_bytes);
+    }
+  }
+  return {};
+}
+
+// The type a tensor is written as.
+TensorType target_type(const GgufTensor& t, std::optional<TensorType> quant) {
+  if (t.shape.size() == 1) return TensorType::F32;
+  if (!quant) return t.type;
+  if (t.shape[0] % tensor_type_info(*quant).block_elements != 0) return TensorType::F16;
+  return *quant;
+}
+
+// One tensor to write: a tensor of the model, or (Qwen3-MoE) a layer's per-expert 2-D tensors
+// stacked into GGUF's 3-D blk.L.ffn_X_exps.weight, expert 0 first.
+struct Output {
+  std::string name;
+  std::vector<const GgufTensor*> parts;
+};
+
+// The model's tensors in order, each group of per-expert tensors replaced by one stacked tensor
+// where its first expert was; an error if an expert is missing or the experts' shapes differ.
+Result<std::vector<Output>> plan_outputs(const GgufFile& model) {
+  std::vector<Output> outputs;
+  std::map<std::string, size_t> stacked;  // stacked name -> index in outputs
+  std::map<std::string, std::map<int64_t, const GgufTensor*>> experts;
+  for (const GgufTensor& t : model.tensors()) {
+    auto expert = split_expert_tensor_name(t.name);
+    if (!expert) {
+      outputs.push_back({t.name, {&t}});
+      continue;
+    }
+    if (stacked.emplace(expert->stacked, outputs.size()).second) {
+      outputs.push_back({expert->stacked, {}});
+    }
+    experts[expert->stacked][expert->expert] = &t;
+  }
+  std::optional<uint64_t> expert_count;
+  if (const GgufValue* arch = model.metadata().find("general.architecture")) {
+    if (const GgufValue* n = model.metadata().find(*arch->as_string() + ".expert_count")) {
+      expert_count = n->as_uint();
+    }
+  }
+  for (auto& [name, by_index] : experts) {
+    if (model.find_tensor(name) != nullptr) {
+      return make_error("'{}' is both a stacked tensor and split per expert ('{}')", name,
+                        by_index.begin()->second->name);
+    }
+    const uint64_t n = expert_count.value_or(static_cast<uint64_t>(by_index.rbegin()->first) + 1);
+    std::vector<const GgufTensor*>& parts = outputs[stacked[name]].parts;
+    for (uint64_t e = 0; e < n; ++e) {
+      auto it = by_index.find(static_cast<int64_t>(e));
+      if (it == by_index.end()) {
+        return make_error("'{}': expert {} of {} is missing", name, e, n);
+      }
+      const GgufTensor& first = *by_index.begin()->second;
+      if (it->second->shape != first.shape || it->second->type != first.type) {
+        return make_error("'{}': expert {} is {} {}, but expert {} is {} {}", name, e,
+                          tensor_type_name(it->second->type), fmt::join(it->second->shape, "x"),
+                          by_index.begin()->first, tensor_type_name(first.type),
+                          fmt::join(first.shape, "x"));
+      }
+      parts.push_back(it->second);
+    }
+    if (by_index.size() != n) {
+      return make_error("'{}': expert {} is beyond the model's {} experts", name,
+                        by_index.rbegin()->first, n);
+    }
+    if (parts.front()->shape.size() != 2) {
+      return make_error("'{}': each expert must be a matrix, got {} dimensions", name,
+                        parts.front()->shape.size());
+    }
+  }
+  return outputs;
 }
 
 }  // namespace
@@ -244,37 +336,39 @@ Result<void> write_gguf_from_hf(const std::string& dir, const std::string& out_p
     TERN_TRY(add_hf_tokenizer(writer, dir, vocab ? vocab->as_uint().value_or(0) : 0));
   }
 
-  for (const GgufTensor& t : model->tensors()) {
-    TensorType target = t.type;
-    if (t.shape.size() == 1) {
-      target = TensorType::F32;
-    } else if (quant) {
-      target = *quant;
-      if (t.shape[0] % tensor_type_info(target).block_elements != 0) target = TensorType::F16;
-    }
-    if (target == t.type) {
-      TERN_TRY(writer.add_tensor(t.name, t.type, t.shape, t.bytes()));
+  auto outputs = plan_outputs(*model);
+  if (!outputs) return outputs.error();
+  for (Output& o : *outputs) {
+    const GgufTensor& t = *o.parts.front();
+    const TensorType target = target_type(t, quant);
+    if (o.parts.size() == 1 && o.name == t.name) {
+      if (target == t.type) {
+        TERN_TRY(writer.add_tensor(t.name, t.type, t.shape, t.bytes()));
+        continue;
+      }
+      const GgufTensor* src = &t;
+      auto fill = [model, src, target](std::span<uint8_t> out) {
+        return convert_rows(*src, target, out);
+      };
+      TERN_TRY(writer.add_tensor(t.name, target, t.shape, fill));
       continue;
     }
-    const GgufTensor* src = &t;
-    const int64_t cols = static_cast<int64_t>(t.shape[0]);
-    const uint64_t rows = t.rows();
-    const uint64_t src_row_bytes = t.size_bytes / std::max<uint64_t>(rows, 1);
-    auto fill = [model, src, target, cols, rows,
-                 src_row_bytes](std::span<uint8_t> out) -> Result<void> {
-      std::vector<float> row(static_cast<size_t>(cols));
-      const uint64_t out_row_bytes = out.size() / std::max<uint64_t>(rows, 1);
-      for (uint64_t r = 0; r < rows; ++r) {
-        cpu::dequantize_row(src->type, src->data + r * src_row_bytes, row.data(), cols);
-        size_t n = cpu::quantize_row(target, row.data(), out.data() + r * out_row_bytes, cols);
-        if (n != out_row_bytes) {
-          return make_error("tensor '{}': quantizing a row to {} gave {} bytes, expected {}",
-                            src->name, tensor_type_name(target), n, out_row_bytes);
+    // Experts stacked: ne = {cols, rows, experts}; the bytes are each expert's, in order.
+    std::vector<uint64_t> shape = t.shape;
+    shape.push_back(o.parts.size());
+    auto fill = [model, parts = o.parts, target](std::span<uint8_t> out) -> Result<void> {
+      const size_t each = out.size() / parts.size();
+      for (size_t e = 0; e < parts.size(); ++e) {
+        std::span<uint8_t> slice = out.subspan(e * each, each);
+        if (target == parts[e]->type) {
+          std::memcpy(slice.data(), parts[e]->data, parts[e]->size_bytes);
+        } else {
+          TERN_TRY(convert_rows(*parts[e], target, slice));
         }
       }
       return {};
     };
-    TERN_TRY(writer.add_tensor(t.name, target, t.shape, fill));
+    TERN_TRY(writer.add_tensor(o.name, target, std::move(shape), fill));
   }
   return writer.write(out_path, progress);
 }
