@@ -78,7 +78,8 @@ Result<void> sparse_moe(ForwardState& st, const MoeWeights& w, const MoeConfig& 
                         const Tensor& x, Tensor& out) {
   Device& dev = st.device;
   const int64_t tokens = st.tokens, hidden = x.ne[0];
-  auto logits = st.scratch(tokens, cfg.experts);
+  using Slot = ForwardState::Slot;
+  auto logits = st.layer_scratch(Slot::kRouter, tokens, cfg.experts);
   if (!logits) return logits.error();
   TERN_TRY(dev.matmul(w.router, x, *logits));
   // The choice is made on the host: the experts a step runs decide which weights it reads.
@@ -102,10 +103,10 @@ Result<void> sparse_moe(ForwardState& st, const MoeWeights& w, const MoeConfig& 
   const std::vector<float> zeros(static_cast<size_t>(tokens * hidden), 0.0f);
   dev.upload(zeros.data(), out.data, zeros.size() * sizeof(float));
   if (routed > 0) {
-    auto xs = st.scratch(routed, hidden);
-    auto gate = st.scratch(routed, cfg.ffn);
-    auto up = st.scratch(routed, cfg.ffn);
-    auto ys = st.scratch(routed, hidden);
+    auto xs = st.layer_scratch(Slot::kExpertIn, routed, hidden);
+    auto gate = st.layer_scratch(Slot::kExpertGate, routed, cfg.ffn);
+    auto up = st.layer_scratch(Slot::kExpertUp, routed, cfg.ffn);
+    auto ys = st.layer_scratch(Slot::kExpertOut, routed, hidden);
     if (!xs || !gate || !up || !ys) return Error{"out of memory for expert activations"};
     int64_t at = 0;
     for (size_t e = 0; e < local; ++e) {

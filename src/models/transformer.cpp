@@ -48,6 +48,22 @@ Result<Tensor> ForwardState::scratch(int64_t rows, int64_t cols) {
   return t;
 }
 
+Result<Tensor> ForwardState::layer_scratch(Slot slot, int64_t rows, int64_t cols) {
+  Reused& r = reused_[static_cast<size_t>(slot)];
+  const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
+  if (r.bytes < bytes) {
+    // Grown: the old buffer stays alive with the state (queued ops may still read it).
+    auto buffer = device.allocate(bytes);
+    if (!buffer) return buffer.error();
+    r = {buffer->data(), bytes};
+    buffers_.push_back(std::move(*buffer));
+  }
+  Tensor t;
+  t.data = r.data;
+  t.ne = {cols, rows, 1, 1};
+  return t;
+}
+
 void ForwardState::commit() {
   for (auto& s : batch_) s.kv->length += static_cast<int64_t>(s.tokens.size());
 }
@@ -56,10 +72,11 @@ Result<void> self_attention(ForwardState& st, const AttentionWeights& w, const A
                             KvLayer& cache, const Tensor& x, Tensor& out) {
   Device& dev = st.device;
   const int64_t n = st.tokens;
-  auto q = st.scratch(n, cfg.heads * cfg.head_dim);
-  auto k = st.scratch(n, cfg.kv_heads * cfg.head_dim);
-  auto v = st.scratch(n, cfg.kv_heads * cfg.head_dim);
-  auto attn = st.scratch(n, cfg.heads * cfg.head_dim);
+  using Slot = ForwardState::Slot;
+  auto q = st.layer_scratch(Slot::kQ, n, cfg.heads * cfg.head_dim);
+  auto k = st.layer_scratch(Slot::kK, n, cfg.kv_heads * cfg.head_dim);
+  auto v = st.layer_scratch(Slot::kV, n, cfg.kv_heads * cfg.head_dim);
+  auto attn = st.layer_scratch(Slot::kAttention, n, cfg.heads * cfg.head_dim);
   if (!q || !k || !v || !attn) return Error{"out of memory for attention activations"};
   TERN_TRY(dev.matmul(w.q, x, *q));
   TERN_TRY(dev.matmul(w.k, x, *k));
@@ -89,8 +106,8 @@ Result<void> self_attention(ForwardState& st, const AttentionWeights& w, const A
 Result<void> gated_mlp(ForwardState& st, const MlpWeights& w, Activation act, const Tensor& x,
                        Tensor& out) {
   const int64_t ffn = w.gate.rows();
-  auto gate = st.scratch(st.tokens, ffn);
-  auto up = st.scratch(st.tokens, ffn);
+  auto gate = st.layer_scratch(ForwardState::Slot::kGate, st.tokens, ffn);
+  auto up = st.layer_scratch(ForwardState::Slot::kUp, st.tokens, ffn);
   if (!gate || !up) return Error{"out of memory for MLP activations"};
   TERN_TRY(st.device.matmul(w.gate, x, *gate));
   TERN_TRY(st.device.matmul(w.up, x, *up));

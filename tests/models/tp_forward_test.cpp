@@ -120,7 +120,7 @@ TEST_P(TpFixture, LogitsMatchOneRankAndTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TpFixture,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "qwen3moe", "gemma3"));
 
 // Quantized random-weight models: the column slices of o and down must fall on block
 // boundaries (Q8_0: 32), and the packed CPU kernels run on each share.

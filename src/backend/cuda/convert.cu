@@ -1,5 +1,7 @@
 // convert: F32 activations to BF16 or F16 (round to nearest even) for the cuBLAS GEMMs.
 // Reads 4 bytes and writes 2 per element.
+// Prefill only (before each cuBLAS GEMM); not measured apart: the prefill figures in
+// bench/results/2026-12-03-cuda-first-slice.md include it.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 

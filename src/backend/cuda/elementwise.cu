@@ -3,6 +3,9 @@
 // activations silu(gate) * up and gelu_tanh(gate) * up. Each reads its inputs once and writes
 // its output once; grid-stride loops. Launched with PDL (their launch overlaps the kernel before;
 // before 2026-12-04 they were plain launches, which broke the PDL chain of the unfused step).
+// Measured: in the fused decode step these run only where no fusion applies (the residual adds
+// are folded into the norms, silu_mul into the gate/up GEMV); their roofline fractions are not
+// measured apart (each moves a few KB a launch at decode: latency-bound).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 

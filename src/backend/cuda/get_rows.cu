@@ -1,6 +1,8 @@
 // get_rows: embedding lookup. Reads row ids[i] of a table of any supported type (F32, F16, BF16
 // or a GGUF block type), writes out[i, :] as F32. One block per looked-up row; each thread
 // decodes 32-element chunks. Bytes: n rows of the table read, n * cols * 4 written.
+// One launch a forward pass (the embedding): not measured apart; its share of a decode step is
+// below the profile's resolution (bench/results/2026-12-04-cuda-decode-pairs-norms.md).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 

@@ -2,6 +2,9 @@
 // type (F32, F16, BF16, or Q8_0 blocks of 32 rounded as the CPU quantizer does) and written at
 // rows slots[t] * kv_heads + h of the paged caches. One warp per (token, head, K or V) row.
 // Reads 4 bytes per element, writes the cache type's size.
+// Measured (H200, 2026-12-04, cold profile of a Qwen3-8B decode step): 153 us a pass, ~4.3 us a
+// layer for 8 KB in and 4 KB out (F16): latency-bound, ~0.1% of the copy roofline; it is one of
+// the small per-layer launches the next fusion (q/k norm + RoPE + store) removes.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"

@@ -2,6 +2,9 @@
 // integer-dot GEMV: qs [n, k] int8, then d [n, k/32] and s [n, k/32] floats, d = max|x| / 127,
 // q = round(x / d), s = d * sum(q) (for the min/offset terms of the weights). One warp per block.
 // Reads 4 bytes per element, writes 1.25.
+// Measured (H200, 2026-12-04, cold profile of a Qwen3-8B decode step): 194 us a pass for the
+// quantizations the fused norms do not absorb (~2.7 us a launch for 16-48 KB): latency-bound,
+// well under 1% of the copy roofline. Prefill (n = 512) is not measured apart.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 

@@ -3,6 +3,11 @@
 // inverse frequencies (theta and the optional factors folded in) come from the host, computed
 // exactly as the CPU backend does. One thread per (token, head, pair); reads and writes the
 // rotated values once.
+// Measured (H200, 2026-12-04, Nsight Compute cold profile of a Qwen3-8B decode step,
+// bench/results/2026-12-04-cuda-decode-pairs-norms.md): in the decode step RoPE runs fused into
+// the q/k norm (norm.cu); the two launches a layer took 295 us a pass, ~4.1 us each for ~40 KB:
+// launch- and latency-bound (~0.2% of the 4.2 TB/s copy roofline). This unfused kernel serves
+// prefill and graphs-off runs; its roofline fraction is not measured apart.
 #include "backend/cuda/kernels.h"
 
 namespace tern::cuda {
