@@ -5,6 +5,7 @@
 // in the same order; a call that fails leaves the group unusable (the error says why).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -37,6 +38,20 @@ class Communicator {
   // can no longer agree on what comes next (one would wait forever for the others). A group of
   // one has nothing to end and returns.
   virtual void abort(int exit_code) = 0;
+
+  // Where this rank runs among the group's ranks on its host (its GPU when there are several,
+  // its share of the CPU threads), where the communicator knows it (TCP: from the hostnames the
+  // ranks gave at the rendezvous). 0 of 1 otherwise: ask the launcher (launched_ranks()).
+  virtual int local_rank() const { return 0; }
+  virtual int local_size() const { return 1; }
+
+  // Whether rank 0 can carry on after the group fails (TCP: it disbands the group, whose other
+  // ranks see their connection end and exit). False where the ranks must end together (MPI,
+  // NCCL: abort()).
+  virtual bool leader_survives() const { return false; }
+  // Ends the group but not this process: the other ranks' waiting calls return an error naming
+  // `reason`, and every later call here returns one. Only where leader_survives().
+  virtual void disband(const std::string& reason) { (void)reason; }
 };
 
 // One process, no peers: collectives are copies, send/recv have no one to talk to.
@@ -47,6 +62,27 @@ bool mpi_available();
 // The ranks mpirun started (MPI_COMM_WORLD, duplicated). Initialises MPI once per process and
 // finalises it at exit. An error when the build has no MPI.
 Result<std::unique_ptr<Communicator>> make_mpi_communicator();
+
+// A rendezvous address, HOST:PORT ("10.0.0.1:29500", "[::1]:29500", "node0:29500").
+struct RendezvousAddress {
+  std::string host;
+  int port = 0;
+};
+// `what` names the setting in the error ("--rendezvous", "TERN_RENDEZVOUS").
+Result<RendezvousAddress> parse_rendezvous(const std::string& text,
+                                           const std::string& what = "--rendezvous");
+
+// Ranks started without mpirun (by hand, or by any launcher, on one host or several) forming a
+// group over TCP: rank 0 listens on `rendezvous` (HOST:PORT, an address of rank 0's host that
+// the others can reach) and waits for the other size - 1; every other rank connects to it,
+// retrying until `timeout`. The ranks then connect to each other too (send/recv between any
+// two). Collectives go through rank 0, which sums in rank order, so every rank gets the same
+// bits. A rank that dies or closes its connection makes the others' calls return an error
+// naming it; rank 0 survives that (leader_survives()). Usable as make_nccl_communicator's
+// bootstrap.
+Result<std::unique_ptr<Communicator>> make_tcp_communicator(const std::string& rendezvous, int rank,
+                                                            int size,
+                                                            std::chrono::milliseconds timeout);
 
 // Whether this build has the NCCL implementation (CUDA builds that found NCCL).
 bool nccl_available();
