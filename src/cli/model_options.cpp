@@ -3,6 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+
 #include "config/tokenizer_spec.h"
 #include "engine/tp_ranks.h"
 #include "io/model_store.h"
@@ -31,13 +34,54 @@ void ModelOptions::add_to(CLI::App& cmd, bool tensor_parallel) {
       ->capture_default_str();
   if (!tensor_parallel) return;
   cmd.add_option("--tp", tp,
-                 "Tensor parallelism: split the model over N processes started by mpirun "
-                 "(`mpirun -np N tern ... --tp N`); rank 0 does the I/O")
+                 "Tensor parallelism: split the model over N processes, one rank each, started "
+                 "by mpirun (`mpirun -np N tern ... --tp N`) or each with --rendezvous and "
+                 "--rank; rank 0 does the I/O")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd.add_option("--rendezvous", rendezvous,
+                 "Without mpirun: HOST:PORT where the --tp ranks meet over TCP; rank 0 listens "
+                 "there (an address of its host the others reach), the others connect "
+                 "(default: $TERN_RENDEZVOUS)");
+  cmd.add_option("--rank", rank,
+                 "With --rendezvous: this process's rank, 0 (listens, does the I/O) to N-1 "
+                 "(default: $TERN_RANK)")
+      ->check(CLI::Range(0, 1023));
+  cmd.add_option("--rendezvous-timeout", rendezvous_timeout,
+                 "With --rendezvous: seconds to wait for the other ranks")
+      ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
 }
 
+namespace {
+
+// --rendezvous / --rank, or the environment's TERN_RENDEZVOUS / TERN_RANK.
+Result<void> resolve_ranks(const ModelOptions& m, LoadOptions& o) {
+  o.rendezvous = m.rendezvous;
+  if (o.rendezvous.empty()) {
+    if (const char* v = std::getenv("TERN_RENDEZVOUS"); v != nullptr) o.rendezvous = v;
+  }
+  o.rank = m.rank;
+  if (o.rank < 0) {
+    if (const char* v = std::getenv("TERN_RANK"); v != nullptr && *v != '\0') {
+      const std::string text = v;
+      if (text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos) {
+        return make_error("TERN_RANK='{}' is not a rank number (0, 1, ...)", text);
+      }
+      o.rank = std::stoi(text);
+    }
+  }
+  o.rendezvous_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(m.rendezvous_timeout * 1000.0));
+  return {};
+}
+
+}  // namespace
+
 bool ModelOptions::follows() const {
+  LoadOptions o;
+  if (!resolve_ranks(*this, o)) return false;  // rank 0's path reports it
+  if (!o.rendezvous.empty() || o.rank >= 0) return tp > 1 && o.rank > 0;
   const LaunchedRanks r = launched_ranks();
   return tp > 1 && r.size > 1 && r.rank != 0;
 }
@@ -45,12 +89,16 @@ bool ModelOptions::follows() const {
 int ModelOptions::follow(const CommandContext& ctx, int64_t sequences) const {
   // Rank 0 decides when to stop: mpirun passes a SIGINT/SIGTERM to every rank, and rank 0 then
   // finishes what it is doing (tern serve ends its streams) and tells the others. (A rank 0 that
-  // dies makes mpirun end the others.)
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // dies makes mpirun end the others; over TCP, their connection to it ends and they exit.)
+  // Started by hand (a rendezvous), a follower's Ctrl-C ends it: rank 0 then sees it gone.
+  LoadOptions placed;
+  if (resolve_ranks(*this, placed) && placed.rendezvous.empty() && placed.rank < 0) {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  }
   auto loaded = load(ctx, false, sequences);
   Result<void> done = loaded ? (*loaded)->follow() : Result<void>{loaded.error()};
   if (done) return 0;
@@ -71,6 +119,7 @@ Result<std::unique_ptr<LoadedModel>> ModelOptions::load(const CommandContext& ct
   o.progress = progress && ::isatty(STDERR_FILENO);
   o.sequences = sequences;
   o.tp = tp;
+  TERN_TRY(resolve_ranks(*this, o));
   return load_model_file(*path, o);
 }
 

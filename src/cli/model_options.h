@@ -22,6 +22,11 @@ struct ModelOptions {
   int64_t context = 0;
   std::string kv_type = "f16";
   int tp = 1;  // tensor parallelism: ranks (processes under mpirun) the model is split over
+  // Ranks started without mpirun: rank 0's HOST:PORT and this process's rank (-1: none); the
+  // environment's TERN_RENDEZVOUS / TERN_RANK when the flags are not given.
+  std::string rendezvous;
+  int rank = -1;
+  double rendezvous_timeout = 60;  // seconds
 
   // `tensor_parallel`: also --tp (run, bench and serve, which follow rank 0 on the other ranks).
   void add_to(CLI::App& cmd, bool tensor_parallel = false);
@@ -29,9 +34,9 @@ struct ModelOptions {
   Result<std::unique_ptr<LoadedModel>> load(const CommandContext& ctx, bool progress = true,
                                             int64_t sequences = 1) const;
 
-  // With --tp N under mpirun, whether this process is a rank other than 0. Such a rank does no
-  // I/O: the command calls follow() (with the `sequences` rank 0 loads with) and returns its
-  // exit code.
+  // With --tp N under mpirun or with a rendezvous, whether this process is a rank other than 0.
+  // Such a rank does no I/O: the command calls follow() (with the `sequences` rank 0 loads with)
+  // and returns its exit code.
   bool follows() const;
   int follow(const CommandContext& ctx, int64_t sequences = 1) const;
 };

@@ -112,8 +112,10 @@ Result<void> check_launch(const LaunchedRanks& launched, int tp) {
         "--tp {} splits the model over {} processes, one rank each; start them with mpirun: "
         "`mpirun -np {} tern <command> --tp {} ...` (add --oversubscribe when the machine has "
         "fewer cores than ranks; as root, set OMPI_ALLOW_RUN_AS_ROOT=1 "
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)",
-        tp, tp, tp, tp);
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1), or start each one yourself, on this host or "
+        "others, with `--rendezvous HOST:PORT --rank R` (R from 0 to {}; rank 0 listens at "
+        "HOST:PORT)",
+        tp, tp, tp, tp, tp - 1);
   }
   if (launched.size != tp) {
     return make_error("--tp {} needs {} processes, but mpirun started {}: use mpirun -np {}", tp,
@@ -122,29 +124,66 @@ Result<void> check_launch(const LaunchedRanks& launched, int tp) {
   return {};
 }
 
-// Tensor parallelism: checks that mpirun started --tp processes and joins them. Each rank's CPU
-// threads default to its share of the host's; only rank 0 draws progress.
+// Without mpirun: checks --rendezvous and --rank against --tp, then meets the other ranks.
+Result<std::unique_ptr<Communicator>> join_over_tcp(const LoadOptions& o) {
+  if (o.rendezvous.empty()) {
+    return make_error(
+        "--rank {} needs --rendezvous HOST:PORT (rank 0's address, where the ranks meet), or "
+        "TERN_RENDEZVOUS",
+        o.rank);
+  }
+  if (o.tp <= 1) {
+    return make_error(
+        "--rendezvous {} joins the ranks of a model split over several processes: it needs --tp "
+        "N (N of 2 or more, the number of processes)",
+        o.rendezvous);
+  }
+  if (o.rank < 0) {
+    return make_error(
+        "--rendezvous needs --rank R (or TERN_RANK): 0 for the process that listens at {}, 1..{} "
+        "for the others",
+        o.rendezvous, o.tp - 1);
+  }
+  if (o.rank >= o.tp) {
+    return make_error("--rank {} with --tp {}: the ranks are 0..{}", o.rank, o.tp, o.tp - 1);
+  }
+  TERN_TRY(parse_rendezvous(o.rendezvous));
+  return make_tcp_communicator(o.rendezvous, o.rank, o.tp, o.rendezvous_timeout);
+}
+
+// Tensor parallelism: joins the --tp ranks, over TCP when given a rendezvous, else the processes
+// mpirun started (checking that there are --tp of them). Each rank's CPU threads default to its
+// share of the host's; only rank 0 draws progress.
 Result<void> join_ranks(LoadedModel& m, LoadOptions& o) {
-  const LaunchedRanks launched = launched_ranks();
-  auto checked = check_launch(launched, o.tp);
-  if (!checked) {
-    // Every rank sees the same flags and environment: rank 0 alone says what is wrong.
-    if (launched.rank != 0) return Error{checked.error().message, kErrorReportedByRank0};
-    return checked;
+  LaunchedRanks placed;
+  if (!o.rendezvous.empty() || o.rank >= 0) {
+    auto comm = join_over_tcp(o);
+    if (!comm) return comm.error();
+    m.comm = std::move(*comm);
+    placed = {o.tp, o.rank, m.comm->local_rank(), m.comm->local_size()};
+  } else {
+    const LaunchedRanks launched = launched_ranks();
+    auto checked = check_launch(launched, o.tp);
+    if (!checked) {
+      // Every rank sees the same flags and environment: rank 0 alone says what is wrong.
+      if (launched.rank != 0) return Error{checked.error().message, kErrorReportedByRank0};
+      return checked;
+    }
+    if (o.tp <= 1) return {};
+    auto comm = make_mpi_communicator();
+    if (!comm) return comm.error();
+    if ((*comm)->size() != o.tp) {
+      return make_error("--tp {}: the MPI group has {} ranks", o.tp, (*comm)->size());
+    }
+    m.comm = std::move(*comm);
+    placed = launched;
   }
-  if (o.tp <= 1) return {};
-  auto comm = make_mpi_communicator();
-  if (!comm) return comm.error();
-  if ((*comm)->size() != o.tp) {
-    return make_error("--tp {}: the MPI group has {} ranks", o.tp, (*comm)->size());
-  }
-  m.comm = std::move(*comm);
   if (o.threads == 0) {
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    o.threads = std::max<size_t>(1, hw / static_cast<unsigned>(launched.local_size));
+    o.threads = std::max<size_t>(1, hw / static_cast<unsigned>(std::max(1, placed.local_size)));
   }
-  if (o.device == "cuda") o.device = fmt::format("cuda:{}", launched.local_rank);
-  // GPUs talk over NCCL (Open MPI only carries its id and the control messages).
+  if (o.device == "cuda") o.device = fmt::format("cuda:{}", placed.local_rank);
+  // GPUs talk over NCCL (Open MPI or TCP only carries its id and the control messages).
   int gpu = -1;
   if (o.device.starts_with("cuda:")) {
     const std::string n = o.device.substr(5);

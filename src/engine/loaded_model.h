@@ -1,6 +1,7 @@
 // Everything needed to run one model: its file, device, weights, tokenizer and KV cache.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -22,17 +23,23 @@ struct LoadOptions {
   int64_t sequences = 1;  // sequences the KV pool holds at full context
   TensorType kv_type = TensorType::F16;
   bool progress = true;  // draw a progress bar while touching the weights
-  // Tensor parallelism: the model split over this many processes, started by mpirun, one rank
-  // each (engine/tp_ranks.h). 1: the whole model in this process.
+  // Tensor parallelism: the model split over this many processes, one rank each
+  // (engine/tp_ranks.h), started by mpirun, or given `rendezvous` and `rank`. 1: the whole
+  // model in this process.
   int tp = 1;
+  // Without mpirun: rank 0's HOST:PORT, where the ranks meet over TCP, and this process's rank
+  // (-1: none given); the other ranks are waited for `rendezvous_timeout`.
+  std::string rendezvous;
+  int rank = -1;
+  std::chrono::milliseconds rendezvous_timeout{60000};
 };
 
 struct LoadedModel {
   std::string path;
   GgufFile file;
   ModelInfo info;
-  // Tensor parallelism's ranks (null with --tp 1): Open MPI's, or NCCL's over the GPUs with
-  // `bootstrap` (Open MPI) having carried its unique id.
+  // Tensor parallelism's ranks (null with --tp 1): Open MPI's or TCP's, or NCCL's over the GPUs
+  // with `bootstrap` (Open MPI or TCP) having carried its unique id.
   std::unique_ptr<Communicator> bootstrap;
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<Device> device;
