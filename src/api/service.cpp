@@ -48,6 +48,12 @@ std::optional<HttpResponse> Service::reject_model(const json& body) const {
 
 HttpResponse Service::health(const HttpRequest&) {
   HttpResponse r;
+  // A tensor-parallel group that lost a rank: up, but every request fails (503) until restarted.
+  if (std::string why = engine_.model().unavailable(); !why.empty()) {
+    r.status = 503;
+    r.body = json{{"status", "error"}, {"model", info_.model_name}, {"error", why}}.dump();
+    return r;
+  }
   r.body = json{{"status", "ok"}, {"model", info_.model_name}}.dump();
   return r;
 }

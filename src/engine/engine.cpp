@@ -77,6 +77,8 @@ TokenLogprob logprob_of(const Tokenizer& tok, int32_t id, const std::vector<floa
 }  // namespace
 
 Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
+  // Tensor parallelism that lost a rank (over TCP): rank 0 is up but cannot run the model.
+  if (std::string why = model_.unavailable(); !why.empty()) return Error{why, 503};
   const int64_t vocab = model_.model->shape().vocab;
   TERN_TRY(request.options.sampling.validate(vocab));
   if (request.prompt.empty()) return Error{"the prompt is empty"};

@@ -311,7 +311,8 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
   if (m->comm) cached = agree(*m->comm, std::move(cached), "make its KV cache");
   TERN_TRY(cached);
   if (m->comm && m->comm->rank() == 0) {
-    m->model = make_leader_model(std::move(m->model), *m->comm);
+    m->group = std::make_shared<GroupStatus>();
+    m->model = make_leader_model(std::move(m->model), *m->comm, m->group);
   }
   return m;
 }

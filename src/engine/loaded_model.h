@@ -9,6 +9,7 @@
 #include "backend/device/device.h"
 #include "base/error.h"
 #include "config/model_info.h"
+#include "engine/tp_ranks.h"
 #include "io/gguf_file.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
@@ -48,6 +49,11 @@ struct LoadedModel {
   std::string chat_template;  // empty when the file has none
   std::unique_ptr<KvCache> cache;
   int64_t context = 0;  // tokens the cache holds for one sequence
+
+  // Rank 0 of a tensor-parallel group: why the group can no longer run the model (a rank died,
+  // over TCP), empty while it can (and without tensor parallelism).
+  std::shared_ptr<GroupStatus> group;
+  std::string unavailable() const { return group ? group->failure() : std::string(); }
 
   // A rank other than 0 of a tensor-parallel group: it runs follow() instead of serving.
   bool follower() const { return comm != nullptr && comm->rank() != 0; }

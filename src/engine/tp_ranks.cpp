@@ -40,25 +40,36 @@ void end_group(Communicator& comm, const Error& error) {
 
 class LeaderModel final : public Model {
  public:
-  LeaderModel(std::unique_ptr<Model> share, Communicator& comm)
-      : share_(std::move(share)), comm_(comm) {}
+  LeaderModel(std::unique_ptr<Model> share, Communicator& comm, std::shared_ptr<GroupStatus> status)
+      : share_(std::move(share)), comm_(comm), status_(std::move(status)) {}
   ~LeaderModel() override { (void)send_header(comm_, kStop, 0); }
 
   const ModelShape& shape() const override { return share_->shape(); }
 
   Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
                        std::vector<float>& logits) override {
+    if (std::string why = status_->failure(); !why.empty()) return Error{why, 503};
     std::vector<int64_t> message = encode(batch);
     Result<void> done = send_header(comm_, kForward, static_cast<int64_t>(message.size()));
     if (done) done = comm_.broadcast(message.data(), message.size() * sizeof(int64_t), 0);
     if (done) done = share_->forward(batch, cache, logits);
-    if (!done) end_group(comm_, done.error());
-    return done;
+    if (done) return done;
+    if (!comm_.leader_survives()) end_group(comm_, done.error());
+    // TCP: the other ranks are told to go (they may wait in a collective this rank left); this
+    // process stays up and says why it can no longer run the model.
+    comm_.disband(done.error().message);
+    status_->fail(fmt::format(
+        "tensor parallelism over {} ranks stopped: {}; restart the ranks to run the model again",
+        comm_.size(), done.error().message));
+    fmt::print(stderr, "error: {}\n", status_->failure());
+    std::fflush(stderr);
+    return Error{status_->failure(), 503};
   }
 
  private:
   std::unique_ptr<Model> share_;
   Communicator& comm_;
+  std::shared_ptr<GroupStatus> status_;
 };
 
 // Reads one sequence's entry at `at`; checks every count against what is left of the message.
@@ -99,8 +110,10 @@ Result<void> decode(const std::vector<int64_t>& m, std::vector<std::vector<int32
 
 }  // namespace
 
-std::unique_ptr<Model> make_leader_model(std::unique_ptr<Model> share, Communicator& comm) {
-  return std::make_unique<LeaderModel>(std::move(share), comm);
+std::unique_ptr<Model> make_leader_model(std::unique_ptr<Model> share, Communicator& comm,
+                                         std::shared_ptr<GroupStatus> status) {
+  if (!status) status = std::make_shared<GroupStatus>();
+  return std::make_unique<LeaderModel>(std::move(share), comm, std::move(status));
 }
 
 Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm) {
