@@ -43,7 +43,7 @@ def post(url, body, timeout=600):
         return json.loads(r.read())
 
 
-def wait_ready(url, proc, seconds=120):
+def wait_ready(url, proc, seconds=900):  # a 17 GB model loads in minutes on 2 cores
     deadline = time.time() + seconds
     while time.time() < deadline:
         if proc.poll() is not None:
