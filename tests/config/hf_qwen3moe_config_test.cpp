@@ -11,6 +11,7 @@
 
 #include "config/hf_config.h"
 #include "config/hf_model.h"
+#include "hf_test_files.h"
 #include "io/safetensors.h"
 
 namespace tern {
@@ -21,15 +22,8 @@ using json = nlohmann::json;
 
 const std::string kFixture = std::string(TERN_TEST_DATA_DIR) + "/models/qwen3moe";
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary)
-      .write(text.data(), static_cast<std::streamsize>(text.size()));
-}
+using testing_files::read_text;
+using testing_files::write_text;
 
 // Qwen3-30B-A3B's config.json (transformers 4 spelling: num_experts, rope_theta), shrunk.
 json a3b_config() {

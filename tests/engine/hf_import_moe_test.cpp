@@ -17,6 +17,7 @@
 #include "base/fp16.h"
 #include "config/hf_model.h"
 #include "engine/hf_import.h"
+#include "hf_test_files.h"
 #include "io/gguf_file.h"
 #include "io/safetensors.h"
 #include "models/model.h"
@@ -30,22 +31,11 @@ using json = nlohmann::json;
 const std::string kFixture = std::string(TERN_TEST_DATA_DIR) + "/models/qwen3moe";
 constexpr uint64_t kExperts = 8, kHidden = 64, kExpertFfn = 32;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary)
-      .write(text.data(), static_cast<std::streamsize>(text.size()));
-}
-
-struct StTensor {
-  std::string dtype;
-  std::vector<uint64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-using StTensors = std::vector<std::pair<std::string, StTensor>>;
+using testing_files::read_text;
+using testing_files::StTensor;
+using testing_files::StTensors;
+using testing_files::write_safetensors;
+using testing_files::write_text;
 
 StTensors fixture_tensors() {
   auto st = SafetensorsFile::open(kFixture + "/model.safetensors");
@@ -67,43 +57,16 @@ StTensor& find(StTensors& tensors, const std::string& name) {
   return none;
 }
 
-void write_safetensors(const fs::path& path, const StTensors& tensors) {
-  json header = json::object();
-  std::vector<uint8_t> data;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype},
-                    {"shape", t.shape},
-                    {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data.insert(data.end(), t.bytes.begin(), t.bytes.end());
-  }
-  std::string h = header.dump();
-  std::string out(8, '\0');
-  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<char>(h.size() >> (8 * i));
-  out += h;
-  out.append(reinterpret_cast<const char*>(data.data()), data.size());
-  write_text(path, out);
-}
-
-class TempDir {
+// A temporary directory that can hold a model: the fixture's config.json and given tensors.
+class TempDir : public testing_files::TempDir {
  public:
-  explicit TempDir(const std::string& name)
-      : path_(fs::temp_directory_path() /
-              ("tern-moe-import-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-  // A model directory: the fixture's config.json and these tensors.
+  explicit TempDir(const std::string& name) : testing_files::TempDir("moe-import-" + name) {}
   std::string model(const StTensors& tensors) const {
-    fs::copy_file(kFixture + "/config.json", path_ / "config.json",
+    fs::copy_file(kFixture + "/config.json", path() / "config.json",
                   fs::copy_options::overwrite_existing);
-    write_safetensors(path_ / "model.safetensors", tensors);
-    return path_.string();
+    write_safetensors(path() / "model.safetensors", tensors);
+    return path().string();
   }
-
- private:
-  fs::path path_;
 };
 
 std::string expert_name(int layer, int expert, const char* which) {

@@ -16,6 +16,7 @@
 #include "config/hf_config.h"
 #include "config/hf_model.h"
 #include "engine/hf_import.h"
+#include "hf_test_files.h"
 #include "io/safetensors.h"
 #include "models/model.h"
 #include "text/pretokenizer.h"
@@ -29,53 +30,11 @@ using json = nlohmann::json;
 
 const std::string kModels = std::string(TERN_TEST_DATA_DIR) + "/models";
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary)
-      .write(text.data(), static_cast<std::streamsize>(text.size()));
-}
-
-// A safetensors file holding `tensors` (name -> {dtype, shape, bytes}).
-struct StTensor {
-  std::string dtype;
-  std::vector<uint64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-void write_safetensors(const fs::path& path,
-                       const std::vector<std::pair<std::string, StTensor>>& tensors) {
-  json header = json::object();
-  std::vector<uint8_t> data;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype},
-                    {"shape", t.shape},
-                    {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data.insert(data.end(), t.bytes.begin(), t.bytes.end());
-  }
-  std::string h = header.dump();
-  std::string out(8, '\0');
-  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<char>(h.size() >> (8 * i));
-  out += h;
-  out.append(reinterpret_cast<const char*>(data.data()), data.size());
-  write_text(path, out);
-}
-
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_(fs::temp_directory_path() / ("tern-hf-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing_files::read_text;
+using testing_files::StTensor;
+using testing_files::TempDir;
+using testing_files::write_safetensors;
+using testing_files::write_text;
 
 // Logits for every token of `ids`, one pass.
 std::vector<float> run(const GgufFile& file, const std::vector<int32_t>& ids) {
