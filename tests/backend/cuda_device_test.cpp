@@ -533,7 +533,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaAttention,
                              // long context split over many blocks; sliding window; soft-capping
                              PagedCase{32, 8, 128, TensorType::F16, {5000}, {1}},
                              PagedCase{8, 4, 64, TensorType::F16, {600, 0}, {3, 100}, 64},
-                             PagedCase{8, 4, 256, TensorType::BF16, {50}, {20}, 0, 30.0f}));
+                             PagedCase{8, 4, 256, TensorType::BF16, {50}, {20}, 0, 30.0f},
+                             // decode after 16K tokens; a one-key context; Gemma 3 270M's 4/1/256;
+                             // a head size the 8-lanes-a-key kernel does not take (96); BF16 at
+                             // a group of 8 split over many blocks
+                             PagedCase{32, 8, 128, TensorType::F16, {16383}, {1}},
+                             PagedCase{32, 8, 128, TensorType::F16, {0}, {1}},
+                             PagedCase{4, 1, 256, TensorType::F16, {700}, {1}},
+                             PagedCase{12, 4, 96, TensorType::F16, {200}, {1}},
+                             PagedCase{64, 8, 128, TensorType::BF16, {3000, 33}, {1, 1}}));
 
 }  // namespace
 }  // namespace tern

@@ -11,13 +11,11 @@
 // one decode token, 32 query / 8 KV heads of 128, F16): 16K context 679 GB/s of K+V (16%), 1K
 // context 221 GB/s (5%, 19 us: launch-size bound). Prefill is the same kernel per token (keys
 // re-read from L2 by every query token): a tiled tensor-core kernel is still to come.
-// 2026-12-04: V loads 8 bytes wide and 16 rows deep, V rows prefetched into L2 with the scores,
-// and F16/BF16 K rows loaded whole before the products: ctx 512 20.0 -> 18.2 us, 16K 89.5 ->
-// 81 us (20% of the copy bandwidth). In the decode step (Nsight Compute, cold) still ~22 us a
-// layer at ~600 tokens, ~0.8 ms of a 3.6 ms step: the largest non-GEMV cost; its cause is not
-// found yet (neither memory round trips nor clocks: the SM clock reads 1.98 GHz). v3 (one
-// softmax state per block, a thread per key, 128-key chunks; TERN_CUDA_ATTN=3) measured slower
-// in the step (225 vs 252 tok/s) and is kept only for that comparison.
+// 2026-12-04: v2 (below: a lane a key, 32 keys a warp pass) measured ~22 us a layer at ~600
+// tokens in the decode step (Nsight Compute, cold), ~0.8 ms of a 3.6 ms step, latency-bound (4
+// warps an SM, no eligible warp 92% of the time). v4 (8 lanes a key, more splits) replaces it for
+// F16/BF16 caches with heads of 64, 128 or 256; v2 stays for F32 and Q8_0 caches and other head
+// sizes. v4's measured figures: bench/cuda-notes.md.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -155,6 +153,70 @@ __device__ __forceinline__ void key_scores(const AttentionLaunch& a, int64_t row
   }
 }
 
+// The keys one block attends to: its token's sequence (sequences sorted by first token), the
+// token's position, and the part [begin, end) of [first, pos] that split `split` takes (splits of
+// a multiple of 32 keys).
+struct TokenKeys {
+  const int32_t* table;  // the sequence's block table
+  int64_t begin, end;
+};
+__device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_t token,
+                                                int split) {
+  int lo_s = 0, hi_s = a.sequence_count - 1;
+  while (lo_s < hi_s) {
+    const int mid = (lo_s + hi_s + 1) / 2;
+    if (a.sequences[4 * mid] <= token) {
+      lo_s = mid;
+    } else {
+      hi_s = mid - 1;
+    }
+  }
+  const int32_t* seq = a.sequences + 4 * lo_s;
+  const int64_t pos = seq[2] + (token - seq[0]);
+  const int64_t first =
+      a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
+  const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
+  const int64_t begin = first + static_cast<int64_t>(split) * per;
+  return {a.tables + seq[3], begin, pos + 1 < begin + per ? pos + 1 : begin + per};
+}
+
+// The block's last step: the warps' (max, sum, output) states in shared memory merged per query
+// head, written as the output (one split) or as the split's partial for combine_kernel.
+template <int G, int kHd>
+__device__ __forceinline__ void store_block_output(const AttentionLaunch& a, const float (*sm)[G],
+                                                   const float (*sl)[G],
+                                                   const float (*sacc)[G][kHd], int gcount,
+                                                   int64_t token, int64_t h0, int split) {
+  const int64_t hd = a.head_dim;
+  for (int i = static_cast<int>(threadIdx.x); i < gcount * hd; i += 32 * kWarps) {
+    const int g = static_cast<int>(i / hd);
+    const int64_t d = i % hd;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w][g]);
+    float total = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = expf(sm[w][g] - mx);
+        total += sl[w][g] * f;
+        o += sacc[w][g][d] * f;
+      }
+    }
+    const int64_t qh = token * a.heads + h0 + g;
+    if (a.splits == 1) {
+      a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
+    } else {
+      float* part = a.partial + (qh * a.splits + split) * (hd + 2);
+      part[d] = o;
+      if (d == 0) {
+        part[hd] = mx;
+        part[hd + 1] = total;
+      }
+    }
+  }
+}
+
 // HDL: head dims per lane (head_dim <= 32 * HDL); G: query heads per block.
 template <int HDL, int G>
 __global__ void __launch_bounds__(32 * kWarps)
@@ -176,25 +238,9 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int gcount = min(G, group - hc * G);
   const int split = static_cast<int>(blockIdx.y);
 
-  // The token's sequence (sorted by first token).
-  int lo_s = 0, hi_s = a.sequence_count - 1;
-  while (lo_s < hi_s) {
-    const int mid = (lo_s + hi_s + 1) / 2;
-    if (a.sequences[4 * mid] <= token) {
-      lo_s = mid;
-    } else {
-      hi_s = mid - 1;
-    }
-  }
-  const int32_t* seq = a.sequences + 4 * lo_s;
-  const int64_t pos = seq[2] + (token - seq[0]);
-  const int32_t* table = a.tables + seq[3];
-  const int64_t first =
-      a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
-  // This token's keys [first, pos] cut into `splits` parts of a multiple of 32 keys.
-  const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
-  const int64_t kbeg = first + static_cast<int64_t>(split) * per;
-  const int64_t kend = (pos + 1 < kbeg + per ? pos + 1 : kbeg + per);
+  const TokenKeys keys = token_keys(a, token, split);
+  const int32_t* table = keys.table;
+  const int64_t kbeg = keys.begin, kend = keys.end;
 
   for (int i = static_cast<int>(threadIdx.x); i < G * kHd; i += 32 * kWarps) {
     const int g = i / kHd, d = i % kHd;
@@ -280,204 +326,215 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int i = 0; i < HDL; ++i) sacc[warp][g][lane * HDL + i] = acc[g][i];
   }
   __syncthreads();
-  for (int i = static_cast<int>(threadIdx.x); i < gcount * hd; i += 32 * kWarps) {
-    const int g = static_cast<int>(i / hd);
-    const int64_t d = i % hd;
-    float mx = -INFINITY;
+  store_block_output<G, kHd>(a, sm, sl, sacc, gcount, token, h0, split);
+}
+
+// Eight F16 or BF16 values from one 16-byte load.
+__device__ __forceinline__ void unpack8(const uint4& q, bool f16, float (&v)[8]) {
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w][g]);
-    float total = 0.0f, o = 0.0f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = expf(sm[w][g] - mx);
-        total += sl[w][g] * f;
-        o += sacc[w][g][d] * f;
-      }
-    }
-    const int64_t qh = token * a.heads + h0 + g;
-    if (a.splits == 1) {
-      a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
-    } else {
-      float* part = a.partial + (qh * a.splits + split) * (hd + 2);
-      part[d] = o;
-      if (d == 0) {
-        part[hd] = mx;
-        part[hd + 1] = total;
-      }
-    }
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
+                   : __uint_as_float(w[i] << 16);
+    v[2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
+                       : __uint_as_float(w[i] & 0xFFFF0000u);
   }
 }
 
-// v3: one softmax state per block. A thread per key scores a chunk of 128 keys (its K row's loads
-// all in flight), each warp reduces one head's chunk max and sum in shared memory, and the warps
-// then split the chunk's keys for P.V (value rows batched 32 / HDL deep, a lane's dims each), so
-// every warp works on every chunk and the warps' outputs only add up at the end.
-constexpr int kChunk = 128;  // keys per chunk = threads per block
+// v4 (2026-12-04): 8 lanes a key. v2 is latency-bound (Nsight Compute: 4 warps an SM, no eligible
+// warp 92% of the time): one lane walks a whole key, ~3,400 dependent instructions a tile. Here
+// a key is split over 8 lanes (lane i holds dims [64c + 8i, 64c + 8i + 8) of every 64-dim chunk
+// c: one 16-byte load a chunk, the 8 lanes' loads one 128-byte line), the partial dot products
+// meet in 3 shuffles, and each 8-lane group keeps its own online softmax over the keys it takes
+// (key kbeg + 16t + group). A group loads the K and V rows of kU keys before the first product,
+// so a block has 16 x kU keys in flight; the groups merge through shuffles, the warps through
+// shared memory. F16 and BF16 caches, head_dim 64, 128 or 256 (C = head_dim / 64 chunks), G
+// query heads a block with G x C <= 8 (q and the output in registers).
+constexpr int kGroupLanes = 8;
+constexpr int kKeysInFlight = 2;  // kU: keys a group loads before using the first
+constexpr int kV4KeysPerPass = kWarps * (32 / kGroupLanes) * kKeysInFlight;
 
-template <int HDL, int G>
-__global__ void __launch_bounds__(kChunk)
-    attention_v3_kernel(AttentionLaunch a, int group, int head_chunks) {
+template <int C, int G>
+__global__ void __launch_bounds__(32 * kWarps)
+    attention_v4_kernel(AttentionLaunch a, int group, int head_chunks) {
   pdl_launch_dependents();
   pdl_wait();
 
-  constexpr int kHd = 32 * HDL;
-  constexpr int kW = kChunk / 32;
-  constexpr int kV3Batch = HDL >= 8 ? 4 : HDL >= 4 ? 8 : 16;
-  __shared__ __align__(16) float sq[G][kHd];
-  __shared__ float sp[G][kChunk];  // the chunk's scores, then its probabilities
-  __shared__ int64_t srow[kChunk];
-  __shared__ float sm[G], sl[G], scorr[G];
-  __shared__ float sacc[kW][G][kHd];
+  constexpr int kHd = 64 * C;
+  constexpr int kU = kKeysInFlight;
+  __shared__ float sacc[kWarps][G][kHd];
+  __shared__ float sm[kWarps][G], sl[kWarps][G];
 
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t hd = a.head_dim;
+  const int sub = lane % kGroupLanes, key_group = lane / kGroupLanes;
   const int hc = static_cast<int>(blockIdx.x % head_chunks);
   const int64_t tk = blockIdx.x / head_chunks;  // token * kv_heads + kv head
   const int64_t kvh = tk % a.kv_heads, token = tk / a.kv_heads;
   const int64_t h0 = kvh * group + hc * G;
   const int gcount = min(G, group - hc * G);
   const int split = static_cast<int>(blockIdx.y);
+  const TokenKeys keys = token_keys(a, token, split);
+  const bool f16 = a.kv_type == TensorType::F16;
 
-  int lo_s = 0, hi_s = a.sequence_count - 1;
-  while (lo_s < hi_s) {
-    const int mid = (lo_s + hi_s + 1) / 2;
-    if (a.sequences[4 * mid] <= token) {
-      lo_s = mid;
-    } else {
-      hi_s = mid - 1;
-    }
-  }
-  const int32_t* seq = a.sequences + 4 * lo_s;
-  const int64_t pos = seq[2] + (token - seq[0]);
-  const int32_t* table = a.tables + seq[3];
-  const int64_t first =
-      a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
-  const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
-  const int64_t kbeg = first + static_cast<int64_t>(split) * per;
-  const int64_t kend = (pos + 1 < kbeg + per ? pos + 1 : kbeg + per);
-
-  for (int i = static_cast<int>(threadIdx.x); i < G * kHd; i += kChunk) {
-    const int g = i / kHd, d = i % kHd;
-    sq[g][d] = (g < gcount && d < hd) ? a.q[(token * a.heads + h0 + g) * hd + d] : 0.0f;
-  }
-  if (threadIdx.x < G) {
-    sm[threadIdx.x] = -INFINITY;
-    sl[threadIdx.x] = 0.0f;
-  }
-  __syncthreads();
-
-  float acc[G][HDL];
+  float q[G][C][8], acc[G][C][8], m[G], l[G];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < HDL; ++i) acc[g][i] = 0.0f;
+    for (int c = 0; c < C; ++c) {
+      const float4* qp = reinterpret_cast<const float4*>(
+          a.q + (token * a.heads + h0 + (g < gcount ? g : 0)) * kHd + 64 * c + 8 * sub);
+      const float4 x0 = qp[0], x1 = qp[1];
+      const float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        q[g][c][i] = g < gcount ? v[i] : 0.0f;
+        acc[g][c][i] = 0.0f;
+      }
+    }
   }
-  const bool lane_dims = lane * HDL < hd;
-  for (int64_t c0 = kbeg; c0 < kend; c0 += kChunk) {
-    const int64_t j = c0 + threadIdx.x;
-    const bool valid = j < kend;
-    float s[G];
+  const uint4* kc = static_cast<const uint4*>(a.k_cache);
+  const uint4* vc = static_cast<const uint4*>(a.v_cache);
+  // Warp-uniform trip count (the shuffles below need the whole warp); lanes past the split's end
+  // load nothing and give probability 0.
+  for (int64_t base = keys.begin + warp * (32 / kGroupLanes); base < keys.end;
+       base += kV4KeysPerPass) {
+    uint4 kr[kU][C], vr[kU][C];
+    bool ok[kU];
 #pragma unroll
-    for (int g = 0; g < G; ++g) s[g] = 0.0f;
-    int64_t row = 0;
-    if (valid) {
-      const int64_t slot =
-          static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-      row = slot * a.kv_heads + kvh;
-      key_scores<HDL, G>(a, row, sq, s);
-    }
-    srow[threadIdx.x] = row;
+    for (int u = 0; u < kU; ++u) {
+      const int64_t j = base + key_group + u * (kWarps * 32 / kGroupLanes);
+      ok[u] = j < keys.end;
+      if (ok[u]) {
+        const int64_t slot =
+            static_cast<int64_t>(keys.table[j / a.block_size]) * a.block_size + j % a.block_size;
+        const int64_t row = (slot * a.kv_heads + kvh) * (kHd / 8) + sub;
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float v = s[g] * a.scale;
-      if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
-      sp[g][threadIdx.x] = valid ? v : -INFINITY;
-    }
-    __syncthreads();
-    for (int g = warp; g < G; g += kW) {  // warp g: head g's chunk max, probabilities and sum
-      float v[kChunk / 32];
-      float mx = -INFINITY;
+        for (int c = 0; c < C; ++c) {
+          kr[u][c] = kc[row + 8 * c];
+          vr[u][c] = vc[row + 8 * c];
+        }
+      } else {
 #pragma unroll
-      for (int i = 0; i < kChunk / 32; ++i) {
-        v[i] = sp[g][lane + 32 * i];
-        mx = fmaxf(mx, v[i]);
-      }
-      mx = warp_max(mx);
-      const float m_old = sm[g];
-      const float m_new = fmaxf(m_old, mx);
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kChunk / 32; ++i) {
-        const float p = m_new == -INFINITY ? 0.0f : expf(v[i] - m_new);
-        sp[g][lane + 32 * i] = p;
-        sum += p;
-      }
-      sum = warp_sum(sum);
-      if (lane == 0) {
-        const float corr = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
-        scorr[g] = corr;
-        sl[g] = sl[g] * corr + sum;
-        sm[g] = m_new;
+        for (int c = 0; c < C; ++c) kr[u][c] = vr[u][c] = make_uint4(0, 0, 0, 0);
       }
     }
-    __syncthreads();
+    float s[kU][G];
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float corr = scorr[g];
+    for (int u = 0; u < kU; ++u) {
 #pragma unroll
-      for (int i = 0; i < HDL; ++i) acc[g][i] *= corr;
-    }
-    const int count = static_cast<int>(kend - c0 < kChunk ? kend - c0 : kChunk);
-    // Warp w takes keys w, w + 4, ... of the chunk, kV3Batch value rows in flight.
-    for (int u0 = warp; u0 < count; u0 += kW * kV3Batch) {
-      float vv[kV3Batch][HDL];
+      for (int g = 0; g < G; ++g) s[u][g] = 0.0f;
 #pragma unroll
-      for (int b = 0; b < kV3Batch; ++b) {
-        const int u = u0 + kW * b;
-        if (lane_dims && u < count)
-          load_row<HDL>(a.kv_type, a.v_cache, srow[u], hd, lane * HDL, vv[b]);
-      }
+      for (int c = 0; c < C; ++c) {
+        float kv[8];
+        unpack8(kr[u][c], f16, kv);
 #pragma unroll
-      for (int b = 0; b < kV3Batch; ++b) {
-        const int u = u0 + kW * b;
-        if (lane_dims && u < count) {
+        for (int g = 0; g < G; ++g) {
 #pragma unroll
-          for (int g = 0; g < G; ++g) {
-            const float p = sp[g][u];
-#pragma unroll
-            for (int i = 0; i < HDL; ++i) acc[g][i] += p * vv[b][i];
-          }
+          for (int i = 0; i < 8; ++i) s[u][g] += q[g][c][i] * kv[i];
         }
       }
-    }
-    __syncthreads();  // sp and srow are rewritten by the next chunk
-  }
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
+      for (int g = 0; g < G; ++g) {
 #pragma unroll
-    for (int i = 0; i < HDL; ++i) sacc[warp][g][lane * HDL + i] = acc[g][i];
-  }
-  __syncthreads();
-  for (int i = static_cast<int>(threadIdx.x); i < gcount * hd; i += kChunk) {
-    const int g = static_cast<int>(i / hd);
-    const int64_t d = i % hd;
-    float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kW; ++w) o += sacc[w][g][d];
-    const float mx = sm[g], total = sl[g];
-    const int64_t qh = token * a.heads + h0 + g;
-    if (a.splits == 1) {
-      a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
-    } else {
-      float* part = a.partial + (qh * a.splits + split) * (hd + 2);
-      part[d] = o;
-      if (d == 0) {
-        part[hd] = mx;
-        part[hd + 1] = total;
+        for (int o = kGroupLanes / 2; o > 0; o >>= 1)
+          s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], o);
+        float v = s[u][g] * a.scale;
+        if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+        s[u][g] = ok[u] ? v : -INFINITY;
       }
     }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) m_new = fmaxf(m_new, s[u][g]);
+      if (m_new == -INFINITY) continue;  // none of this group's keys yet (uniform in the group)
+      const float corr = expf(m[g] - m_new);  // 0 when m[g] is still -inf
+      float p[kU];
+      l[g] *= corr;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        p[u] = expf(s[u][g] - m_new);
+        l[g] += p[u];
+      }
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[g][c][i] *= corr;
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          float vv[8];
+          unpack8(vr[u][c], f16, vv);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[g][c][i] += p[u] * vv[i];
+        }
+      }
+      m[g] = m_new;
+    }
   }
+  // The warp's four groups into one state (lanes 0-7 end up with it), then into shared memory.
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float mx = m[g];
+#pragma unroll
+    for (int o = 16; o >= kGroupLanes; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float f = m[g] == -INFINITY ? 0.0f : expf(m[g] - mx);
+    float lsum = l[g] * f;
+#pragma unroll
+    for (int o = 16; o >= kGroupLanes; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        float v = acc[g][c][i] * f;
+#pragma unroll
+        for (int o = 16; o >= kGroupLanes; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane < kGroupLanes) sacc[warp][g][64 * c + 8 * sub + i] = v;
+      }
+    }
+    if (lane == 0) {
+      sm[warp][g] = mx;
+      sl[warp][g] = lsum;
+    }
+  }
+  __syncthreads();
+  store_block_output<G, kHd>(a, sm, sl, sacc, gcount, token, h0, split);
+}
+
+template <int C>
+bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
+  constexpr int kMaxG = 8 / C;
+  const int g = group >= kMaxG ? kMaxG : group > 2 ? 4 : group;
+  const int chunks = (group + g - 1) / g;
+  const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
+                  static_cast<unsigned>(a.splits));
+  const int t = 32 * kWarps;
+  switch (g) {
+    case 1:
+      (void)launch_pdl(attention_v4_kernel<C, 1>, grid, t, stream, a, group, chunks);
+      break;
+    case 2:
+      (void)launch_pdl(attention_v4_kernel<C, 2>, grid, t, stream, a, group, chunks);
+      break;
+    case 4:
+      if constexpr (kMaxG >= 4) {
+        (void)launch_pdl(attention_v4_kernel<C, 4>, grid, t, stream, a, group, chunks);
+        break;
+      }
+      return false;
+    default:
+      if constexpr (kMaxG >= 8) {
+        (void)launch_pdl(attention_v4_kernel<C, 8>, grid, t, stream, a, group, chunks);
+        break;
+      }
+      return false;
+  }
+  return true;
 }
 
 __global__ void combine_kernel(AttentionLaunch a) {
@@ -504,28 +561,11 @@ __global__ void combine_kernel(AttentionLaunch a) {
 }
 
 template <int HDL>
-void launch_hdl(const AttentionLaunch& a, int group, cudaStream_t stream) {
+void launch_v2(const AttentionLaunch& a, int group, cudaStream_t stream) {
   const int g = group >= kMaxGroup ? 8 : group > 2 ? 4 : group;
   const int chunks = (group + g - 1) / g;
   const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
                   static_cast<unsigned>(a.splits));
-  if (attention_v3()) {
-    switch (g) {
-      case 1:
-        (void)launch_pdl(attention_v3_kernel<HDL, 1>, grid, kChunk, stream, a, group, chunks);
-        break;
-      case 2:
-        (void)launch_pdl(attention_v3_kernel<HDL, 2>, grid, kChunk, stream, a, group, chunks);
-        break;
-      case 4:
-        (void)launch_pdl(attention_v3_kernel<HDL, 4>, grid, kChunk, stream, a, group, chunks);
-        break;
-      default:
-        (void)launch_pdl(attention_v3_kernel<HDL, 8>, grid, kChunk, stream, a, group, chunks);
-        break;
-    }
-    return;
-  }
   switch (g) {
     case 1:
       (void)launch_pdl(attention_kernel<HDL, 1>, grid, 32 * kWarps, stream, a, group, chunks);
@@ -542,18 +582,20 @@ void launch_hdl(const AttentionLaunch& a, int group, cudaStream_t stream) {
   }
 }
 
-}  // namespace
-
-bool attention_v3() {
-  static const bool on = [] {
-    const char* v = std::getenv("TERN_CUDA_ATTN");  // off by default: measured slower (notes)
-    return v != nullptr && std::strcmp(v, "3") == 0;
+// v4 unless TERN_CUDA_ATTN=2 asks for v2 (for A/B runs) or the cache or head size needs v2.
+bool uses_v4(TensorType kv_type, int64_t head_dim) {
+  static const bool v2_forced = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN");
+    return v != nullptr && std::strcmp(v, "2") == 0;
   }();
-  return on;
+  return !v2_forced && (kv_type == TensorType::F16 || kv_type == TensorType::BF16) &&
+         (head_dim == 64 || head_dim == 128 || head_dim == 256);
 }
 
-int64_t attention_split_keys() {
-  return attention_v3() ? kChunk : 64;
+}  // namespace
+
+int64_t attention_split_keys(TensorType kv_type, int64_t head_dim) {
+  return uses_v4(kv_type, head_dim) ? kV4KeysPerPass : 64;
 }
 
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
@@ -565,14 +607,21 @@ bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   const int group = static_cast<int>(a.heads / a.kv_heads);
-  if (a.head_dim <= 32) {
-    launch_hdl<1>(a, group, stream);
+  bool launched = false;
+  if (uses_v4(a.kv_type, a.head_dim)) {
+    launched = a.head_dim == 64    ? launch_v4<1>(a, group, stream)
+               : a.head_dim == 128 ? launch_v4<2>(a, group, stream)
+                                   : launch_v4<4>(a, group, stream);
+  }
+  if (launched) {
+  } else if (a.head_dim <= 32) {
+    launch_v2<1>(a, group, stream);
   } else if (a.head_dim <= 64) {
-    launch_hdl<2>(a, group, stream);
+    launch_v2<2>(a, group, stream);
   } else if (a.head_dim <= 128) {
-    launch_hdl<4>(a, group, stream);
+    launch_v2<4>(a, group, stream);
   } else {
-    launch_hdl<8>(a, group, stream);
+    launch_v2<8>(a, group, stream);
   }
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess || a.splits == 1) return status;

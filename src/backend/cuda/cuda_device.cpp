@@ -1043,7 +1043,7 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   const int64_t target = 2 * std::max(1, info_.multiprocessors);
   int64_t splits = 1;
   if (blocks < target) {
-    const int64_t per_split = cuda::attention_split_keys();
+    const int64_t per_split = cuda::attention_split_keys(cache.k.type, head_dim);
     const int64_t want =
         std::min((target + blocks - 1) / blocks, (max_keys + per_split - 1) / per_split);
     while (splits * 2 <= want) splits *= 2;

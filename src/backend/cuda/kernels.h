@@ -118,10 +118,10 @@ struct AttentionLaunch {
   float* partial = nullptr;  // [tokens * heads * splits, head_dim + 2] when splits > 1
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
-// The kernel version (v2 by default; TERN_CUDA_ATTN=3 picks v3) and the fewest keys a context
-// split should get with it.
-bool attention_v3();
-int64_t attention_split_keys();
+// The fewest keys a context split should get with the kernel that attention() picks for this
+// cache type and head size (v4 for F16/BF16 caches with heads of 64, 128 or 256; TERN_CUDA_ATTN=2
+// keeps v2).
+int64_t attention_split_keys(TensorType kv_type, int64_t head_dim);
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
 
 }  // namespace tern::cuda
