@@ -115,6 +115,7 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
   seq.sampling = request.options.sampling;
   seq.max_tokens = request.options.max_tokens;
   seq.constraint = std::move(request.constraint);
+  seq.needs_logits = request.top_logprobs >= 0;
   seq.hooks.cancelled = [stream] { return stream->cancelled(); };
   seq.hooks.on_token = [this, state, &tok](int32_t token, std::span<const float> logits) {
     const auto& o = state->options;

@@ -19,23 +19,25 @@ void Generator::reset() {
 }
 
 Result<void> Generator::feed(std::span<const int32_t> tokens, int64_t chunk, bool all_logits,
-                             std::vector<float>& logits) {
+                             std::vector<float>& logits, int32_t* greedy) {
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
     const size_t n = std::min(static_cast<size_t>(chunk), tokens.size() - at);
     if (!m_.cache->reserve(seq_, seq_.length + static_cast<int64_t>(n))) {
       return make_error("the KV cache is full ({} tokens); raise --ctx",
                         m_.cache->capacity_tokens());
     }
-    SequenceBatch batch{tokens.subspan(at, n), &seq_, all_logits};
     const bool last = at + n == tokens.size();
-    std::vector<float> chunk_logits;
-    TERN_TRY(m_.model->forward({&batch, 1}, *m_.cache, chunk_logits));
+    SequenceBatch batch{tokens.subspan(at, n), &seq_, all_logits};
+    batch.last_logits = all_logits || last;  // a chunk before the last one needs no logits
+    if (last && !all_logits) batch.greedy_token = greedy;
+    chunk_logits_.clear();
+    TERN_TRY(m_.model->forward({&batch, 1}, *m_.cache, chunk_logits_));
     cached_.insert(cached_.end(), tokens.begin() + static_cast<long>(at),
                    tokens.begin() + static_cast<long>(at + n));
     if (all_logits) {
-      logits.insert(logits.end(), chunk_logits.begin(), chunk_logits.end());
+      logits.insert(logits.end(), chunk_logits_.begin(), chunk_logits_.end());
     } else if (last) {
-      logits = std::move(chunk_logits);
+      logits.swap(chunk_logits_);
     }
   }
   return {};
@@ -71,12 +73,16 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   seq_.length = static_cast<int64_t>(common);
   result.reused_tokens = static_cast<int64_t>(common);
 
+  Sampler sampler(options.sampling);
+  // Plain greedy decoding takes the argmax where the logits are: only the id comes back.
+  const bool on_device = sampler.plain_greedy();
+  int32_t next_token = -1;
+  int32_t* greedy = on_device ? &next_token : nullptr;
   auto start = Clock::now();
   std::vector<float> logits;
-  TERN_TRY(feed(prompt.subspan(common), options.prefill_chunk, false, logits));
+  TERN_TRY(feed(prompt.subspan(common), options.prefill_chunk, false, logits, greedy));
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
-  Sampler sampler(options.sampling);
   StopMatcher stops(options.stop);
   StreamingDetokenizer detok(*m_.tokenizer);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
@@ -91,7 +97,7 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
       result.finish = FinishReason::Length;
       break;
     }
-    const int32_t token = sampler.sample(logits, history);
+    const int32_t token = on_device ? next_token : sampler.sample(logits, history);
     const bool end = !options.ignore_eos &&
                      (m_.tokenizer->is_end_of_generation(token) ||
                       std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) !=
@@ -121,7 +127,7 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
     }
     logits.clear();
     const int32_t next[1] = {token};
-    TERN_TRY(feed(next, 1, false, logits));
+    TERN_TRY(feed(next, 1, false, logits, greedy));
   }
   if (result.finish != FinishReason::Cancelled) {
     auto tail = stops.push(detok.finish());

@@ -46,11 +46,14 @@ class Generator {
   void reset();
 
  private:
+  // Feeds tokens in chunks; the last token's logits go to `logits` (every token's with
+  // all_logits), or only its argmax to *greedy when that is given.
   Result<void> feed(std::span<const int32_t> tokens, int64_t chunk, bool all_logits,
-                    std::vector<float>& logits);
+                    std::vector<float>& logits, int32_t* greedy = nullptr);
   LoadedModel& m_;
   SequenceKv seq_;
-  std::vector<int32_t> cached_;  // tokens whose KV is in seq_
+  std::vector<int32_t> cached_;      // tokens whose KV is in seq_
+  std::vector<float> chunk_logits_;  // reused across steps (a Qwen3 row is 600 KB)
 };
 
 }  // namespace tern

@@ -23,6 +23,10 @@ struct SequenceBatch {
   bool logits_for_all = false;      // logits for every new token, else only for the last one
   bool last_logits = true;          // logits for the last new token (a prefill chunk that does
                                     // not reach the end of the prompt needs none)
+  // Greedy decoding: when set, the last new token's logits are not returned; the first index of
+  // their maximum is written here instead (computed where the logits are: on the GPU only the
+  // id travels back).
+  int32_t* greedy_token = nullptr;
 };
 
 struct ModelShape {
@@ -47,7 +51,8 @@ class Model {
   virtual ~Model() = default;
   virtual const ModelShape& shape() const = 0;
   // Runs the batch; appends one row of `vocab` logits per requested token to `logits` (sequence
-  // order, token order) and advances each kv->length by its new tokens.
+  // order, token order; none for a sequence's last token when it asks for greedy_token) and
+  // advances each kv->length by its new tokens.
   virtual Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
                                std::vector<float>& logits) = 0;
 

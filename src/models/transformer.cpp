@@ -30,8 +30,10 @@ ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBat
       ids.push_back(s.tokens[static_cast<size_t>(i)]);
       positions.push_back(static_cast<int32_t>(s.kv->length + i));
       slots.push_back(seq_slots[static_cast<size_t>(i)]);
-      if (s.logits_for_all || (s.last_logits && i + 1 == seq.token_count)) {
+      const bool last = i + 1 == seq.token_count;
+      if (s.logits_for_all || (s.last_logits && last)) {
         logit_rows.push_back(tokens + i);
+        greedy.push_back(last ? s.greedy_token : nullptr);
       }
     }
     tokens += seq.token_count;
@@ -166,7 +168,31 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
   st.device.rms_norm(*picked, &norm, eps, *picked);
   TERN_TRY(st.device.matmul(output, *picked, *out));
   const size_t at = logits.size();
+  const auto greedy_rows = static_cast<int64_t>(
+      std::count_if(st.greedy.begin(), st.greedy.end(), [](int32_t* g) { return g != nullptr; }));
   if (head.comm == nullptr) {
+    if (greedy_rows > 0) {
+      // Greedy rows: argmax on the device, only the ids come back (then any rows whose logits
+      // are wanted, row by row).
+      auto ids = st.scratch(1, rows);
+      if (!ids) return ids.error();
+      auto* id_data = static_cast<int32_t*>(ids->data);
+      st.device.argmax_rows(*out, id_data);
+      std::vector<int32_t> host_ids(static_cast<size_t>(rows));
+      st.device.download(id_data, host_ids.data(), host_ids.size() * sizeof(int32_t));
+      for (int64_t r = 0; r < rows; ++r) {
+        int32_t* target = st.greedy[static_cast<size_t>(r)];
+        if (target != nullptr) {
+          *target = host_ids[static_cast<size_t>(r)];
+          continue;
+        }
+        const size_t row_at = logits.size();
+        logits.resize(row_at + static_cast<size_t>(vocab));
+        st.device.download(out->f32() + r * vocab, logits.data() + row_at,
+                           static_cast<size_t>(vocab) * sizeof(float));
+      }
+      return {};
+    }
     logits.resize(at + static_cast<size_t>(rows * vocab));
     st.device.download(out->data, logits.data() + at,
                        static_cast<size_t>(rows * vocab) * sizeof(float));
@@ -193,6 +219,20 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
       std::copy_n(from + r * chunk, count, logits.data() + at + r * head.vocab + begin);
     }
   }
+  if (greedy_rows == 0) return {};
+  // Greedy rows under tensor parallelism: the whole row is here after the gather; take its
+  // argmax and drop it (rows kept in order).
+  size_t kept = at;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + at + r * head.vocab;
+    if (int32_t* target = st.greedy[static_cast<size_t>(r)]) {
+      *target = static_cast<int32_t>(std::max_element(row, row + head.vocab) - row);
+      continue;
+    }
+    if (row != logits.data() + kept) std::copy_n(row, head.vocab, logits.data() + kept);
+    kept += static_cast<size_t>(head.vocab);
+  }
+  logits.resize(kept);
   return {};
 }
 

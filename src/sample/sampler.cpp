@@ -60,7 +60,16 @@ void Sampler::apply_penalties(std::vector<float>& logits, std::span<const int32_
   }
 }
 
+bool Sampler::plain_greedy() const {
+  return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f &&
+         params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f &&
+         params_.logit_bias.empty();
+}
+
 int32_t Sampler::sample(std::span<const float> raw, std::span<const int32_t> history) {
+  if (plain_greedy()) {  // no copy of the row: the first index of the maximum
+    return static_cast<int32_t>(std::max_element(raw.begin(), raw.end()) - raw.begin());
+  }
   std::vector<float> logits(raw.begin(), raw.end());
   apply_penalties(logits, history);
   if (params_.temperature == 0.0f) {

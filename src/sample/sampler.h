@@ -34,6 +34,9 @@ class Sampler {
   explicit Sampler(SamplingParams params);
 
   const SamplingParams& params() const { return params_; }
+  // Greedy with nothing that changes the logits first (no penalties, no bias): the token is the
+  // argmax of the raw logits, which the model can take where they are (the GPU).
+  bool plain_greedy() const;
   // Picks a token from `logits` given the tokens so far (prompt and generated, for penalties).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
   // The probability the sampler gave to each candidate after the last call (for logprobs).

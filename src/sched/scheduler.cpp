@@ -19,6 +19,8 @@ uint64_t Scheduler::add(SequenceRequest request) {
   seq.prompt_tokens = static_cast<int64_t>(seq.tokens.size());
   seq.sampler = std::make_unique<Sampler>(std::move(request.sampling));
   seq.constraint = std::move(request.constraint);
+  seq.greedy_on_device =
+      !request.needs_logits && seq.constraint == nullptr && seq.sampler->plain_greedy();
   seq.max_tokens = request.max_tokens;
   seq.hooks = std::move(request.hooks);
   waiting_.push_back(std::move(seq));
@@ -139,6 +141,7 @@ void Scheduler::step() {
         std::span(s.tokens).subspan(static_cast<size_t>(s.kv.length), static_cast<size_t>(p.count));
     b.kv = &s.kv;
     b.last_logits = s.kv.length + p.count == static_cast<int64_t>(s.tokens.size());
+    if (b.last_logits && s.greedy_on_device) b.greedy_token = &s.greedy_token;
     batch.push_back(b);
   }
   for (auto it : failed) {
@@ -160,14 +163,18 @@ void Scheduler::step() {
   for (size_t i = 0; i < plan.size(); ++i) {
     if (!batch[i].last_logits) continue;
     auto it = plan[i].seq;
-    std::span<const float> l(logits.data() + row * vocab, vocab);
-    ++row;
-    if (it->constraint) {  // constrained decoding: disallowed tokens get -inf before sampling
-      masked.assign(l.begin(), l.end());
-      it->constraint->apply(masked);
-      l = masked;
+    int32_t token = it->greedy_token;
+    std::span<const float> l;
+    if (batch[i].greedy_token == nullptr) {
+      l = std::span<const float>(logits.data() + row * vocab, vocab);
+      ++row;
+      if (it->constraint) {  // constrained decoding: disallowed tokens get -inf before sampling
+        masked.assign(l.begin(), l.end());
+        it->constraint->apply(masked);
+        l = masked;
+      }
+      token = it->sampler->sample(l, it->tokens);
     }
-    const int32_t token = it->sampler->sample(l, it->tokens);
     if (it->constraint) it->constraint->accept(token);
     const bool more = it->hooks.on_token(token, l);
     it->tokens.push_back(token);

@@ -37,8 +37,9 @@ enum class SequenceEnd { Finished, ContextFull, Cancelled };
 struct SequenceHooks {
   // Admitted to the running batch; `reused` prompt tokens were found in the prefix cache.
   std::function<void(int64_t reused)> on_admitted;
-  // A token was sampled; `logits` is its distribution row (before sampling transforms). Return
-  // false to finish the sequence (stop string, end of generation, cancelled).
+  // A token was sampled; `logits` is its distribution row (before sampling transforms; empty
+  // when the request said it needs none). Return false to finish the sequence (stop string, end
+  // of generation, cancelled).
   std::function<bool(int32_t token, std::span<const float> logits)> on_token;
   // The sequence ended: normally, by the context limit, cancelled, or with an error.
   std::function<void(SequenceEnd end, const Error* error)> on_finish;
@@ -52,6 +53,9 @@ struct SequenceRequest {
   int64_t max_tokens = 512;
   SequenceHooks hooks;
   std::shared_ptr<TokenConstraint> constraint;  // masks the logits before sampling, or none
+  // False when on_token ignores its logits (no logprobs asked for): plain greedy decoding then
+  // takes the argmax where the logits are (on the GPU) and only the token id comes back.
+  bool needs_logits = true;
 };
 
 class Scheduler {
@@ -79,6 +83,8 @@ class Scheduler {
     SequenceKv kv;  // kv.length: computed
     std::unique_ptr<Sampler> sampler;
     std::shared_ptr<TokenConstraint> constraint;
+    bool greedy_on_device = false;  // plain greedy, no constraint, logits not needed
+    int32_t greedy_token = -1;      // where the forward writes the argmax then
     int64_t max_tokens = 0;
     SequenceHooks hooks;
   };

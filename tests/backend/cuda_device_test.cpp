@@ -93,6 +93,7 @@ class CudaOps : public ::testing::Test {
     std::vector<float> nan(static_cast<size_t>(ne[0] * ne[1] * ne[2] * ne[3]), NAN);
     return gpu_f32(nan, ne);
   }
+  void run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused);
   std::vector<float> read(const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.elements()));
     gpu_->download(t.data, v.data(), v.size() * 4);
@@ -292,6 +293,41 @@ TEST_F(CudaOps, ElementwiseOpsMatchTheCpu) {
   (void)ga;
 }
 
+TEST_F(CudaOps, ArgmaxRowsPicksTheFirstMaximumLikeTheCpu) {
+  // Widths: tiny, not a multiple of 4 (rows then start unaligned), Qwen3's vocabulary, and one
+  // past the 16K elements a block's unrolled pass covers.
+  for (const int64_t cols :
+       {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{151936}, int64_t{16385}}) {
+    const int64_t rows = 5;
+    auto x = random(static_cast<size_t>(rows * cols));
+    // Row 1: a tie between two maxima (the first must win); row 2: all equal; row 3: the
+    // maximum in the last element; row 4: -inf everywhere but one element.
+    auto at = [&](int64_t r, int64_t c) -> float& { return x[static_cast<size_t>(r * cols + c)]; };
+    if (cols > 2) {
+      at(1, cols / 3) = 50.0f;
+      at(1, cols - 1) = 50.0f;
+    }
+    for (int64_t c = 0; c < cols; ++c) at(2, c) = 0.25f;
+    at(3, cols - 1) = 99.0f;
+    for (int64_t c = 0; c < cols; ++c) at(4, c) = -INFINITY;
+    at(4, cols / 2) = -1e30f;
+    std::vector<int32_t> want(static_cast<size_t>(rows));
+    Tensor hx = host(x, {cols, rows, 1, 1});
+    cpu_.argmax_rows(hx, want.data());
+    Tensor gx = gpu_f32(x, {cols, rows, 1, 1});
+    auto ids = gpu_->allocate(static_cast<size_t>(rows) * sizeof(int32_t));
+    ASSERT_TRUE(ids.ok());
+    gpu_->argmax_rows(gx, static_cast<int32_t*>(ids->data()));
+    std::vector<int32_t> got(static_cast<size_t>(rows), -7);
+    gpu_->download(ids->data(), got.data(), got.size() * sizeof(int32_t));
+    ASSERT_TRUE(gpu_->synchronize().ok());
+    EXPECT_EQ(got, want) << cols << " columns";
+    if (cols > 2) EXPECT_EQ(want[1], cols / 3);
+    EXPECT_EQ(want[2], 0);
+    EXPECT_EQ(want[3], cols - 1);
+  }
+}
+
 TEST_F(CudaOps, RopeMatchesTheCpu) {
   const int64_t head_dim = 64, heads = 3, n = 6;
   const std::vector<int32_t> positions = {0, 17, 1000, 16000, 33, 40959};
@@ -324,17 +360,29 @@ TEST_F(CudaOps, RopeMatchesTheCpu) {
 // one launching each op alone (each tested against the CPU above): every output the ops promise
 // must agree.
 TEST_F(CudaOps, FusedDecodeOpsEqualTheUnfusedOps) {
+  using T = TensorType;
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q8_0}, 7);
+}
+
+TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
+  // q, k and v in one launch and gate and up in another: at least those three fusions.
+  using T = TensorType;
+  run_fused_decode_ops({T::BF16, T::BF16, T::BF16, T::BF16, T::BF16}, 3);
+}
+
+// One layer's decode ops (q, k, v; gate, up) with weights of `types`, fused and unfused.
+void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused) {
   const int64_t hidden = 512, heads = 8, kv_heads = 2, head_dim = 64, ffn = 1002;
   struct Weights {
     TensorType type;
     int64_t rows;
     std::vector<uint8_t> data;
   };
-  std::vector<Weights> ws = {{TensorType::Q4_K, heads * head_dim, {}},
-                             {TensorType::Q4_K, kv_heads * head_dim, {}},
-                             {TensorType::Q6_K, kv_heads * head_dim, {}},
-                             {TensorType::Q4_K, ffn, {}},
-                             {TensorType::Q8_0, ffn, {}}};
+  std::vector<Weights> ws = {{types[0], heads * head_dim, {}},
+                             {types[1], kv_heads * head_dim, {}},
+                             {types[2], kv_heads * head_dim, {}},
+                             {types[3], ffn, {}},
+                             {types[4], ffn, {}}};
   for (auto& w : ws) w.data = testing::random_weights(w.type, w.rows, hidden, rng_);
   const auto x0 = random(hidden), y0 = random(hidden), nw = random(hidden, 0.3f),
              nw2 = random(hidden, 0.3f), qn = random(head_dim, 0.3f), kn = random(head_dim, 0.3f);
@@ -406,7 +454,7 @@ TEST_F(CudaOps, FusedDecodeOpsEqualTheUnfusedOps) {
   const uint64_t before = gpu_->fused_ops();
   const auto fused = run(*gpu_);
   const auto plain = run(**other);
-  EXPECT_GE(gpu_->fused_ops() - before, 7u) << "the sequence should have been fused";
+  EXPECT_GE(gpu_->fused_ops() - before, min_fused) << "the sequence should have been fused";
   EXPECT_EQ((*other)->fused_ops(), 0u);
   const char* names[] = {"x", "h", "q", "k", "v", "h2", "silu(gate)*up", "up"};
   for (size_t i = 0; i < fused.size(); ++i) {

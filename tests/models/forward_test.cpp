@@ -4,6 +4,7 @@
 // Agreement with the reference implementation is checked against transformers fixtures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -125,6 +126,42 @@ TEST_P(ForwardTest, OneBatchOfSeveralSequencesMatchesSeparateRuns) {
     }
   }
   EXPECT_EQ(row * vocab, rest.size());
+}
+
+TEST_P(ForwardTest, GreedyTokensAreTheArgmaxOfTheLogitsTheyReplace) {
+  // One batch of three sequences, run twice: once returning every sequence's last logits, once
+  // with the first and last asking for their argmax instead. The second run returns the middle
+  // sequence's row alone, and the ids are the first index of the maximum of the rows they
+  // replace (the same batch gives the same logits).
+  auto kv = cache();
+  const std::vector<std::vector<int32_t>> prompts = {prompt(9, 4), prompt(5, 5), prompt(13, 6)};
+  const size_t vocab = static_cast<size_t>(model_->shape().vocab);
+  std::vector<int32_t> greedy(prompts.size(), -1);
+  auto run_batch = [&](bool ask_greedy) {
+    std::vector<SequenceKv> seqs(prompts.size());
+    std::vector<SequenceBatch> batch;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_TRUE(kv->reserve(seqs[i], static_cast<int64_t>(prompts[i].size())));
+      SequenceBatch b{std::span(prompts[i]), &seqs[i], false};
+      if (ask_greedy && i != 1) b.greedy_token = &greedy[i];
+      batch.push_back(b);
+    }
+    std::vector<float> logits;
+    EXPECT_TRUE(model_->forward(batch, *kv, logits).ok());
+    for (auto& s : seqs) kv->release(s);
+    return logits;
+  };
+  const auto full = run_batch(false);
+  ASSERT_EQ(full.size(), 3 * vocab);
+  const auto partial = run_batch(true);
+  ASSERT_EQ(partial.size(), vocab) << "only the middle sequence's row comes back";
+  EXPECT_EQ(max_abs_diff(partial, std::span(full).subspan(vocab, vocab)), 0.0f);
+  EXPECT_EQ(greedy[1], -1);
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    auto row = std::span(full).subspan(i * vocab, vocab);
+    const auto want = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    EXPECT_EQ(greedy[i], want) << "sequence " << i;
+  }
 }
 
 TEST_P(ForwardTest, QuantizedKvStaysCloseToF16) {

@@ -156,6 +156,14 @@ void CpuDevice::scale(Tensor& x, float factor) {
   for (int64_t i = 0; i < n; ++i) p[i] *= factor;
 }
 
+void CpuDevice::argmax_rows(const Tensor& x, int32_t* ids) {
+  const int64_t cols = x.ne[0];
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const float* row = x.f32() + r * cols;
+    ids[r] = static_cast<int32_t>(std::max_element(row, row + cols) - row);
+  }
+}
+
 void CpuDevice::add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                                   std::span<const float> weights, Tensor& dst) {
   const int64_t cols = src.ne[0];

@@ -29,6 +29,7 @@ class CpuDevice final : public Device {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_row_vector(Tensor& x, const Tensor& v) override;
   void scale(Tensor& x, float factor) override;
+  void argmax_rows(const Tensor& x, int32_t* ids) override;
   void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                          std::span<const float> weights, Tensor& dst) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;

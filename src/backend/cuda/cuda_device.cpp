@@ -19,7 +19,7 @@
 namespace tern {
 
 struct CudaDevice::OpInfo {
-  enum Kind { kOther, kAdd, kNorm, kGemv } kind = kOther;
+  enum Kind { kOther, kAdd, kNorm, kGemv, kFloatGemv } kind = kOther;
   const float* a = nullptr;
   const float* b = nullptr;
   float* out = nullptr;
@@ -32,6 +32,8 @@ struct CudaDevice::OpInfo {
   void* xq = nullptr;
   // kGemv (a = the F32 x, xq = its 8-bit copy)
   cuda::GemvQ8Multi multi;
+  // kFloatGemv (a = x): the F32/F16/BF16 products of one token sharing x
+  cuda::GemvFloatMulti floats;
   int64_t k = 0;
   bool quantize = false;
 };
@@ -574,7 +576,10 @@ Result<void> CudaDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
   float* yd = y.f32();
   cudaStream_t s = stream_;
   if (n <= cuda::kMaxGemvRows) {
-    if (is_float) {
+    if (is_float && n == 1 && queued_info() != nullptr &&
+        cuda::gemv_float_multi_supported(type, k)) {
+      float_token_gemv(w, xd, yd);
+    } else if (is_float) {
       enqueue({2, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd)},
               [=]() -> Result<void> {
                 TERN_CUDA_TRY(cuda::gemv_float(type, wd, m, k, xd, n, yd, s));
@@ -675,6 +680,48 @@ void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fr
   info.multi.block_ends[0] = cuda::gemv_q8_blocks(m);
   info.multi.count = 1;
   enqueue(sig, gemv_launch(info), info, true);
+}
+
+// One token's product with F32/F16/BF16 weights, fused with the queued products of the same x
+// before it into one launch (q, k, v; gate, up): the small k and v matrices stop being
+// launches of their own, and each launch has more rows to spread over the SMs.
+void CudaDevice::float_token_gemv(const Tensor& w, const float* xd, float* yd) {
+  const int64_t m = w.rows(), k = w.ne[0];
+  const std::initializer_list<uint64_t> sig = {
+      31, u(w.data), static_cast<uint64_t>(w.type), u(m), u(k), u(xd), u(yd)};
+  auto overlaps = [&](const float* y, int64_t rows) { return y < xd + k && xd < y + rows; };
+  const OpInfo* last = queued_info();
+  if (last != nullptr && last->kind == OpInfo::kFloatGemv && last->a == xd && last->k == k &&
+      last->floats.type == w.type && last->floats.count < cuda::kMaxGemvFloatMulti &&
+      !overlaps(yd, m)) {
+    OpInfo info = *last;
+    auto& g = info.floats;
+    g.w[g.count] = w.data;
+    g.m[g.count] = m;
+    g.y[g.count] = yd;
+    ++g.count;
+    fuse_into(infos_.size() - 1, sig, float_gemv_launch(info), info);
+    return;
+  }
+  OpInfo info;
+  info.a = xd;
+  info.k = k;
+  // A product writing its own input cannot take later products of that input.
+  info.kind = overlaps(yd, m) ? OpInfo::kOther : OpInfo::kFloatGemv;
+  info.floats.type = w.type;
+  info.floats.w[0] = w.data;
+  info.floats.m[0] = m;
+  info.floats.y[0] = yd;
+  info.floats.count = 1;
+  enqueue(sig, float_gemv_launch(info), info);
+}
+
+CudaDevice::Launch CudaDevice::float_gemv_launch(const OpInfo& i) {
+  cudaStream_t s = stream_;
+  return [i, s]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::gemv_float_multi(i.floats, i.k, i.a, s));
+    return {};
+  };
 }
 
 // Prefill: y^T [m, n] = W [m, k] . x^T, in cuBLAS's column-major terms C = op(A) B with A the
@@ -841,6 +888,16 @@ void CudaDevice::scale(Tensor& x, float factor) {
   cudaStream_t s = stream_;
   enqueue({11, u(xd), u(factor), u(n)}, [=]() -> Result<void> {
     TERN_CUDA_TRY(cuda::scale(xd, factor, n, s));
+    return {};
+  });
+}
+
+void CudaDevice::argmax_rows(const Tensor& x, int32_t* ids) {
+  const float* xd = x.f32();
+  const int64_t rows = x.rows(), cols = x.ne[0];
+  cudaStream_t s = stream_;
+  enqueue({30, u(xd), u(ids), u(rows), u(cols)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::argmax_rows(xd, rows, cols, ids, s));
     return {};
   });
 }

@@ -78,6 +78,7 @@ class CudaDevice final : public Device {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_row_vector(Tensor& x, const Tensor& v) override;
   void scale(Tensor& x, float factor) override;
+  void argmax_rows(const Tensor& x, int32_t* ids) override;
   void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                          std::span<const float> weights, Tensor& dst) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -133,6 +134,8 @@ class CudaDevice final : public Device {
   bool fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
                 std::initializer_list<uint64_t> signature);
   void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, float* yd);
+  void float_token_gemv(const Tensor& w, const float* xd, float* yd);
+  Launch float_gemv_launch(const OpInfo& info);
   // Runs the queued step: replays a recorded graph or captures a new one.
   Result<void> flush();
   void fail(Error error);

@@ -107,12 +107,29 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 // add up in shared memory), chosen from the shape as gemv_q8's pairs are.
 constexpr int kPairWarps = 4;
 
+// The matrices of one launch (one for a lone product; q, k, v or gate, up fused), each
+// matrix's pairs a run of blocks: blocks [ends[i - 1], ends[i]) are matrix i's.
+struct PairMats {
+  const void* w[kMaxGemvFloatMulti];
+  int64_t m[kMaxGemvFloatMulti];
+  float* y[kMaxGemvFloatMulti];
+  int64_t ends[kMaxGemvFloatMulti];
+  int count;
+};
+
 template <TensorType T, int W>
 __global__ void __launch_bounds__(32 * kPairWarps)
-    gemv_fpair_kernel(const void* w, int64_t m, int64_t k, const float* x, float* y) {
+    gemv_fpair_kernel(const PairMats mats, int64_t k, const float* x) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int sw = warp % W;
-  const int64_t want = (static_cast<int64_t>(blockIdx.x) * (kPairWarps / W) + warp / W) * 2;
+  int mi = 0;
+  const auto block = static_cast<int64_t>(blockIdx.x);
+  while (mi + 1 < mats.count && block >= mats.ends[mi]) ++mi;
+  const int64_t first = mi == 0 ? 0 : mats.ends[mi - 1];
+  const void* w = mats.w[mi];
+  const int64_t m = mats.m[mi];
+  float* y = mats.y[mi];
+  const int64_t want = ((block - first) * (kPairWarps / W) + warp / W) * 2;
   const bool valid = want < m;
   const int64_t row0 = valid ? want : 0;
   const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
@@ -183,6 +200,30 @@ int fpair_warps(int64_t pairs) {
   return pairs >= target ? 1 : 2 * pairs >= target ? 2 : kPairWarps;
 }
 
+// Row pairs of every matrix in one launch; the warps a pair from all the launch's pairs.
+template <TensorType T>
+void launch_pairs(const GemvFloatMulti& g, int64_t k, const float* x, cudaStream_t stream) {
+  int64_t pairs = 0;
+  for (int i = 0; i < g.count; ++i) pairs += (g.m[i] + 1) / 2;
+  const int warps = fpair_warps(pairs);
+  const int64_t per = kPairWarps / warps;
+  PairMats mats{};
+  mats.count = g.count;
+  int64_t blocks = 0;
+  for (int i = 0; i < g.count; ++i) {
+    mats.w[i] = g.w[i];
+    mats.m[i] = g.m[i];
+    mats.y[i] = g.y[i];
+    blocks += ((g.m[i] + 1) / 2 + per - 1) / per;
+    mats.ends[i] = blocks;
+  }
+  auto* kernel = warps == 1   ? gemv_fpair_kernel<T, 1>
+                 : warps == 2 ? gemv_fpair_kernel<T, 2>
+                              : gemv_fpair_kernel<T, 4>;
+  (void)launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), 32 * kPairWarps, stream, mats, k,
+                   x);
+}
+
 template <TensorType T>
 void launch(const void* w, int64_t m, int64_t k, const float* x, int64_t n, float* y,
             cudaStream_t stream) {
@@ -190,14 +231,13 @@ void launch(const void* w, int64_t m, int64_t k, const float* x, int64_t n, floa
   const bool vec = k % 8 == 0;
   const int ni = static_cast<int>(n);
   if (n == 1 && vec && fpair_enabled()) {
-    const int64_t pairs = (m + 1) / 2;
-    const int warps = fpair_warps(pairs);
-    const int64_t per = kPairWarps / warps;
-    const dim3 blocks(static_cast<unsigned>((pairs + per - 1) / per));
-    auto* kernel = warps == 1   ? gemv_fpair_kernel<T, 1>
-                   : warps == 2 ? gemv_fpair_kernel<T, 2>
-                                : gemv_fpair_kernel<T, 4>;
-    (void)launch_pdl(kernel, blocks, 32 * kPairWarps, stream, w, m, k, x, y);
+    GemvFloatMulti one;
+    one.type = T;
+    one.w[0] = w;
+    one.m[0] = m;
+    one.y[0] = y;
+    one.count = 1;
+    launch_pairs<T>(one, k, x, stream);
     return;
   }
   if (n <= 2) {
@@ -226,6 +266,29 @@ cudaError_t gemv_float(TensorType type, const void* w, int64_t m, int64_t k, con
       break;
     default:
       return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+bool gemv_float_multi_supported(TensorType type, int64_t k) {
+  return (type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16) &&
+         k % 8 == 0 && fpair_enabled();
+}
+
+cudaError_t gemv_float_multi(const GemvFloatMulti& g, int64_t k, const float* x,
+                             cudaStream_t stream) {
+  if (g.count < 1 || g.count > kMaxGemvFloatMulti || !gemv_float_multi_supported(g.type, k))
+    return cudaErrorInvalidValue;
+  switch (g.type) {
+    case TensorType::F32:
+      launch_pairs<TensorType::F32>(g, k, x, stream);
+      break;
+    case TensorType::F16:
+      launch_pairs<TensorType::F16>(g, k, x, stream);
+      break;
+    default:
+      launch_pairs<TensorType::BF16>(g, k, x, stream);
+      break;
   }
   return cudaGetLastError();
 }

@@ -30,6 +30,19 @@ cudaError_t f32_to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t st
 constexpr int64_t kMaxGemvRows = 8;
 cudaError_t gemv_float(TensorType type, const void* w, int64_t m, int64_t k, const float* x,
                        int64_t n, float* y, cudaStream_t stream);
+// One token's products of up to kMaxGemvFloatMulti F32/F16/BF16 matrices of one type sharing
+// x [k] (k % 8 == 0) in one launch: q, k and v; gate and up.
+constexpr int kMaxGemvFloatMulti = 3;
+struct GemvFloatMulti {
+  TensorType type = TensorType::BF16;
+  const void* w[kMaxGemvFloatMulti] = {};
+  int64_t m[kMaxGemvFloatMulti] = {};
+  float* y[kMaxGemvFloatMulti] = {};
+  int count = 0;
+};
+bool gemv_float_multi_supported(TensorType type, int64_t k);
+cudaError_t gemv_float_multi(const GemvFloatMulti& g, int64_t k, const float* x,
+                             cudaStream_t stream);
 // Dequantize-and-dot with F32 activations; any block type of is_supported.
 cudaError_t gemv_blocks(TensorType type, const void* w, int64_t m, int64_t k, const float* x,
                         int64_t n, float* y, cudaStream_t stream);
@@ -82,6 +95,9 @@ cudaError_t add_row_vector(float* x, const float* v, int64_t rows, int64_t cols,
 cudaError_t scale(float* x, float factor, int64_t n, cudaStream_t stream);
 // dst[rows[i], :] += weights[i] * src[i, :] for i < n (rows distinct; rows and weights on the
 // device).
+// ids[r] = the first index of the maximum of row r of x [rows, cols] (greedy sampling).
+cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* ids,
+                        cudaStream_t stream);
 cudaError_t add_weighted_rows(const float* src, const int32_t* rows, const float* weights,
                               int64_t n, int64_t cols, float* dst, cudaStream_t stream);
 cudaError_t silu_mul(const float* gate, const float* up, float* out, int64_t n,

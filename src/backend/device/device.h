@@ -137,6 +137,9 @@ class Device {
   // Writes k, v [n, kv_heads, head_dim] into the cache at slots[n] (block * block_size + offset).
   virtual void store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
                         std::span<const int32_t> slots) = 0;
+  // ids (device memory, int32 [rows]) = the first index of each row's maximum of x [rows, n]:
+  // greedy sampling where the logits are, so only the token ids travel back.
+  virtual void argmax_rows(const Tensor& x, int32_t* ids) = 0;
   // out [n, heads, head_dim]: causal attention of q over each sequence's cached keys/values.
   virtual void attention(const Tensor& q, const KvLayer& cache,
                          std::span<const AttentionSequence> sequences,
