@@ -1,16 +1,75 @@
 // `tern bench`: prefill and decode speed of a model, as BENCHMARKS.md defines them: prefill tok/s
 // = prompt tokens / time to the first token's logits; decode tok/s = generated tokens / time from
 // the first to the last generated token. A warm-up run, then repetitions: median and range.
+// With --parallel N (N > 1), N sequences run batched through the serving scheduler and the
+// figures are aggregates: N x prompt tokens / time until every sequence has its first token, and
+// N x (gen - 1) tokens / time from then until the last one ends.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "cli/median_range.h"
 #include "cli/model_options.h"
+#include "sched/scheduler.h"
 
 namespace tern::cli {
+namespace {
+
+struct Speeds {
+  double prefill_tok_s = 0, decode_tok_s = 0;
+};
+
+// N sequences (one per prompt) of `gen` greedy tokens each, batched by the scheduler.
+Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t>>& prompts,
+                           int64_t gen) {
+  using Clock = std::chrono::steady_clock;
+  const auto count = static_cast<int64_t>(prompts.size());
+  SchedulerOptions so;
+  so.max_running = count;
+  so.context = m.context;
+  so.prefix_cache = false;  // every run starts from nothing
+  Scheduler scheduler(*m.model, *m.cache, so);
+  std::vector<int64_t> generated(prompts.size(), 0);
+  int64_t started = 0, finished = 0;
+  std::optional<Error> failure;
+  const auto start = Clock::now();
+  auto all_started = start;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequenceRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = gen;
+    r.needs_logits = false;
+    r.hooks.on_token = [&, i](int32_t, std::span<const float>) {
+      if (++generated[i] == 1 && ++started == count) all_started = Clock::now();
+      return true;
+    };
+    r.hooks.on_finish = [&](SequenceEnd, const Error* error) {
+      ++finished;
+      if (error != nullptr && !failure) failure = *error;
+    };
+    scheduler.add(std::move(r));
+  }
+  while (!scheduler.idle()) scheduler.step();
+  const auto end = Clock::now();
+  if (failure) return *failure;
+  for (int64_t g : generated) {
+    if (g != gen) return make_error("a batched sequence stopped after {} of {} tokens", g, gen);
+  }
+  const double to_first = std::chrono::duration<double>(all_started - start).count();
+  const double decoding = std::chrono::duration<double>(end - all_started).count();
+  Speeds s;
+  int64_t prompt_tokens = 0;
+  for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  s.prefill_tok_s = static_cast<double>(prompt_tokens) / to_first;
+  s.decode_tok_s = decoding > 0 ? static_cast<double>(count * (gen - 1)) / decoding : 0.0;
+  return s;
+}
+
+}  // namespace
 
 void add_bench_command(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("bench", "Measure prefill and decode tokens per second");
@@ -18,6 +77,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     ModelOptions model;
     std::vector<int64_t> prompt_tokens{512};
     std::vector<int64_t> gen_tokens{128};
+    std::vector<int64_t> parallel{1};
     int repetitions = 3;
     bool json = false;
   };
@@ -32,6 +92,11 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("-r,--repetitions", a->repetitions, "Timed runs per test (after one warm-up)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  cmd->add_option("--parallel", a->parallel,
+                  "Sequences decoded together (repeatable); above 1 the figures are aggregates "
+                  "over that many sequences batched by the serving scheduler")
+      ->check(CLI::Range(int64_t{1}, int64_t{256}))
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON");
   add_bench_compare_command(*cmd, ctx);
   cmd->require_subcommand(0, 1);
@@ -43,11 +108,12 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     }
     ModelOptions mo = a->model;
     if (mo.context == 0) mo.context = longest;
+    const int64_t most_sequences = *std::max_element(a->parallel.begin(), a->parallel.end());
     if (mo.follows()) {  // --tp: ranks other than 0 only run rank 0's forward passes
-      ctx.exit_code = mo.follow(ctx);
+      ctx.exit_code = mo.follow(ctx, most_sequences);
       return;
     }
-    auto loaded = mo.load(ctx);
+    auto loaded = mo.load(ctx, true, most_sequences);
     if (!loaded) {
       ctx.exit_code = report_error(loaded.error().message);
       return;
@@ -64,40 +130,61 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     if (!a->json) {
       fmt::print("model {} ({} {}), {}{}\n", m.path, m.info.architecture, m.info.quantization,
                  m.device->name(), m.comm ? ", tensor parallel over " + m.comm->name() : "");
-      fmt::print("{:>8} {:>8} {:>22} {:>22}\n", "prompt", "gen", "prefill tok/s", "decode tok/s");
+      fmt::print("{:>8} {:>8} {:>22} {:>22}{}\n", "prompt", "gen", "prefill tok/s", "decode tok/s",
+                 a->parallel.size() > 1 || most_sequences > 1 ? "  sequences" : "");
     }
-    for (int64_t p : a->prompt_tokens) {
-      for (int64_t n : a->gen_tokens) {
-        std::vector<int32_t> prompt(static_cast<size_t>(p));
-        for (auto& t : prompt) t = ordinary[rng() % ordinary.size()];
-        GenerateOptions go;
-        go.max_tokens = n;
-        go.ignore_eos = true;
-        std::vector<double> prefill, decode;
-        for (int r = 0; r <= a->repetitions; ++r) {
-          gen.reset();
-          auto res = gen.generate(prompt, go);
-          if (!res) {
-            ctx.exit_code = report_error(res.error().message);
-            return;
+    for (int64_t seqs : a->parallel) {
+      for (int64_t p : a->prompt_tokens) {
+        for (int64_t n : a->gen_tokens) {
+          std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(seqs));
+          for (auto& prompt : prompts) {
+            prompt.resize(static_cast<size_t>(p));
+            for (auto& t : prompt) t = ordinary[rng() % ordinary.size()];
           }
-          if (r == 0) continue;  // warm-up
-          prefill.push_back(static_cast<double>(p) / res->prefill_seconds);
-          if (res->tokens.size() > 1) {
-            decode.push_back(static_cast<double>(res->tokens.size() - 1) / res->decode_seconds);
+          GenerateOptions go;
+          go.max_tokens = n;
+          go.ignore_eos = true;
+          std::vector<double> prefill, decode;
+          for (int r = 0; r <= a->repetitions; ++r) {
+            if (seqs > 1) {
+              gen.reset();  // its sequence's KV blocks go back to the pool
+              auto res = run_batched(m, prompts, n);
+              if (!res) {
+                ctx.exit_code = report_error(res.error().message);
+                return;
+              }
+              if (r == 0) continue;  // warm-up
+              prefill.push_back(res->prefill_tok_s);
+              if (n > 1) decode.push_back(res->decode_tok_s);
+              continue;
+            }
+            gen.reset();
+            auto res = gen.generate(prompts[0], go);
+            if (!res) {
+              ctx.exit_code = report_error(res.error().message);
+              return;
+            }
+            if (r == 0) continue;  // warm-up
+            prefill.push_back(static_cast<double>(p) / res->prefill_seconds);
+            if (res->tokens.size() > 1) {
+              decode.push_back(static_cast<double>(res->tokens.size() - 1) / res->decode_seconds);
+            }
           }
-        }
-        const MedianRange ps = median_range(prefill), ds = median_range(decode);
-        if (a->json) {
-          results.push_back(
-              {{"prompt_tokens", p},
-               {"gen_tokens", n},
-               {"repetitions", a->repetitions},
-               {"prefill_tok_s", {{"median", ps.median}, {"min", ps.low}, {"max", ps.high}}},
-               {"decode_tok_s", {{"median", ds.median}, {"min", ds.low}, {"max", ds.high}}}});
-        } else {
-          fmt::print("{:>8} {:>8} {:>9.1f} [{:.1f}-{:.1f}] {:>9.1f} [{:.1f}-{:.1f}]\n", p, n,
-                     ps.median, ps.low, ps.high, ds.median, ds.low, ds.high);
+          const MedianRange ps = median_range(prefill), ds = median_range(decode);
+          if (a->json) {
+            results.push_back(
+                {{"prompt_tokens", p},
+                 {"gen_tokens", n},
+                 {"sequences", seqs},
+                 {"repetitions", a->repetitions},
+                 {"prefill_tok_s", {{"median", ps.median}, {"min", ps.low}, {"max", ps.high}}},
+                 {"decode_tok_s", {{"median", ds.median}, {"min", ds.low}, {"max", ds.high}}}});
+          } else {
+            fmt::print(
+                "{:>8} {:>8} {:>9.1f} [{:.1f}-{:.1f}] {:>9.1f} [{:.1f}-{:.1f}]{}\n", p, n,
+                ps.median, ps.low, ps.high, ds.median, ds.low, ds.high,
+                a->parallel.size() > 1 || most_sequences > 1 ? fmt::format("  {:>9}", seqs) : "");
+          }
         }
       }
     }

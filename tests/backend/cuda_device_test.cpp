@@ -322,7 +322,9 @@ TEST_F(CudaOps, ArgmaxRowsPicksTheFirstMaximumLikeTheCpu) {
     gpu_->download(ids->data(), got.data(), got.size() * sizeof(int32_t));
     ASSERT_TRUE(gpu_->synchronize().ok());
     EXPECT_EQ(got, want) << cols << " columns";
-    if (cols > 2) EXPECT_EQ(want[1], cols / 3);
+    if (cols > 2) {
+      EXPECT_EQ(want[1], cols / 3);
+    }
     EXPECT_EQ(want[2], 0);
     EXPECT_EQ(want[3], cols - 1);
   }
