@@ -4,7 +4,8 @@
 # non-system libraries they load). Stages (arguments, default tests kernels bench): tests,
 # kernels, bench, ab (tern configurations and llama-bench, interleaved), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
 # cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
-# and llama.cpp's llama-bench on the same file, interleaved; llama-bench is looked for in
+# and llama.cpp's llama-bench on the same file, interleaved), files (the Q8_0 and BF16 files),
+# long (prefill 4096, decode after 16K, 8 sequences batched; MODEL; llama-bench is looked for in
 # /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
 # repository holds no script that builds llama.cpp). Logs go to $OUT; a short table is printed
 # last.
@@ -44,6 +45,12 @@ if [[ " $stages " == *" tests "* ]]; then
   fi
   grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
+  # Real model files (REAL_MODELS, ':'-separated), GPU against CPU: greedy continuations, logits.
+  if [ -n "${REAL_MODELS:-}" ] && [ -x $T/bin/cuda_greedy_test ]; then
+    TERN_REAL_MODELS=$REAL_MODELS timeout 300 $T/bin/cuda_greedy_test >"$OUT/greedy.log" 2>&1
+    echo "cuda_greedy_test rc=$?" >>"$summary"
+    grep -E "^\[cuda-greedy\]|Failure|FAILED" "$OUT/greedy.log" >>"$summary"
+  fi
 fi
 if [[ " $stages " == *" kernels "* ]]; then
   # KERNELS_ARGS (--quick, --decode) and KERNEL_CONFIGS (as AB_CONFIGS below: one run each).
@@ -62,6 +69,38 @@ if [[ " $stages " == *" bench "* || " $stages " == *" model "* || " $stages " ==
   timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant Q4_K_M --fast-k-quants -o /tmp/q4km.gguf >"$OUT/synth.log" 2>&1
   echo "tern-synth qwen3-8b Q4_K_M rc=$? in ${SECONDS} s on $(nproc) cores" >>"$summary"
   echo "model sha256 $(sha256sum /tmp/q4km.gguf | cut -c1-16), $(stat -c %s /tmp/q4km.gguf) bytes" >>"$summary"
+fi
+if [[ " $stages " == *" files "* ]]; then
+  # The other Qwen3-8B-shaped files of BENCHMARKS.md: Q8_0 and BF16.
+  for q in Q8_0 BF16; do
+    f=/tmp/$(echo $q | tr 'A-Z' 'a-z').gguf
+    [ -e "$f" ] && continue
+    SECONDS=0
+    timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant $q -o "$f" >>"$OUT/synth.log" 2>&1
+    echo "tern-synth qwen3-8b $q rc=$? in ${SECONDS} s: sha256 $(sha256sum "$f" | cut -c1-16), $(stat -c %s "$f") bytes" >>"$summary"
+  done
+fi
+if [[ " $stages " == *" long "* ]]; then
+  # One file (MODEL): prefill of 4,096 tokens, decode after 16K tokens of context, and 8
+  # sequences batched against one; llama-bench's pp4096 and tg128 at depth 16384.
+  model=${MODEL:-/tmp/q4km.gguf}
+  L=/tmp/llama/bin
+  timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 4096 -n 128 -r 3 >"$OUT/long-tern-4096.log" 2>&1
+  echo "tern 4096 rc=$?: $(grep -E '^ +4096 ' "$OUT/long-tern-4096.log")" >>"$summary"
+  timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 16384 -n 128 -r 2 >"$OUT/long-tern-16k.log" 2>&1
+  echo "tern 16384 rc=$?: $(grep -E '^ +16384 ' "$OUT/long-tern-16k.log")" >>"$summary"
+  timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 --parallel 1 --parallel 8 \
+    >"$OUT/parallel.log" 2>&1
+  echo "tern --parallel 1 / 8 rc=$?" >>"$summary"
+  grep -E '^ +512 ' "$OUT/parallel.log" >>"$summary"
+  if [ -x $L/llama-bench ]; then
+    LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 200 $L/llama-bench -m "$model" -fa 1 -ngl 99 \
+      -p 4096 -n 0 -r 3 >"$OUT/long-llama-4096.log" 2>&1
+    echo "llama-bench pp4096 rc=$?: $(grep '^| [a-z]' "$OUT/long-llama-4096.log" | grep -v model)" >>"$summary"
+    LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 200 $L/llama-bench -m "$model" -fa 1 -ngl 99 \
+      -p 0 -n 128 -d 16384 -r 2 >"$OUT/long-llama-16k.log" 2>&1
+    echo "llama-bench tg128@d16384 rc=$?: $(grep '^| [a-z]' "$OUT/long-llama-16k.log" | grep -v model)" >>"$summary"
+  fi
 fi
 if [[ " $stages " == *" profile "* ]]; then
   # Decode steps after a 512-token prompt (ncu profiles each kernel node of the replayed graphs

@@ -8,7 +8,7 @@ b=${TERN_CUDA_BUILD:-$root/build-cuda}
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib" "$root/.gpu"
 for f in bin/tern bin/tern-synth bin/tern-cuda-bench tests/backend/cuda_device_test \
-  tests/models/cuda_forward_test; do
+  tests/models/cuda_forward_test tests/engine/cuda_greedy_test; do
   strip -o "$stage/bin/$(basename "$f")" "$b/$f"
 done
 for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do
