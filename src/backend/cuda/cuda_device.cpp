@@ -536,6 +536,11 @@ Result<const int32_t*> CudaDevice::stage(std::span<const int32_t> values) {
 }
 
 Result<const float*> CudaDevice::inverse_frequencies(const RopeParams& params) {
+  for (const auto& f : frequencies_) {
+    if (f.theta == params.theta && f.rotary_dim == params.rotary_dim &&
+        f.factors == params.inverse_frequency_factors)
+      return static_cast<const float*>(f.data);
+  }
   // Exactly the CPU backend's frequencies, so both rotate by the same angles.
   const int64_t half = params.rotary_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
@@ -552,7 +557,8 @@ Result<const float*> CudaDevice::inverse_frequencies(const RopeParams& params) {
   auto p = alloc_->allocate(std::max<size_t>(inv.size() * sizeof(float), 4));
   if (!p) return p.error();
   TERN_TRY(staging_->upload(inv.data(), *p, inv.size() * sizeof(float), stream_));
-  frequencies_.push_back({std::move(inv), *p});
+  frequencies_.push_back(
+      {params.theta, params.rotary_dim, params.inverse_frequency_factors, std::move(inv), *p});
   return static_cast<const float*>(*p);
 }
 
