@@ -72,7 +72,7 @@ if [[ " $stages " == *" bench "* || " $stages " == *" model "* || " $stages " ==
 fi
 if [[ " $stages " == *" files "* ]]; then
   # The other Qwen3-8B-shaped files of BENCHMARKS.md: Q8_0 and BF16.
-  for q in Q8_0 BF16; do
+  for q in ${FILES:-Q8_0 BF16}; do
     f=/tmp/$(echo $q | tr 'A-Z' 'a-z').gguf
     [ -e "$f" ] && continue
     SECONDS=0
