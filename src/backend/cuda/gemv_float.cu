@@ -7,6 +7,8 @@
 // In the decode step of the BF16 Qwen3-8B file (2026-12-04, PDL launches with the rows prefetched
 // into L2): 7.7 ms of GPU time a token for ~16.4 GB, ~2.1 TB/s (50%): 124 tok/s, llama.cpp 202.
 // With the row pairs below: 6.8 ms, ~2.4 TB/s (57%): 136 tok/s vs llama.cpp 199 (0.68x).
+// q/k/v and gate/up each in one launch (gemv_float_multi; with attention v4 and greedy on the
+// GPU): 6.1 ms, ~2.7 TB/s (63%): 157 tok/s vs llama.cpp 199 (0.79x).
 #include <cstdlib>
 #include <cstring>
 
