@@ -17,9 +17,11 @@ std::vector<int64_t> encode(std::span<const SequenceBatch> batch) {
     m.push_back(static_cast<int64_t>(s.tokens.size()));
     m.push_back(s.kv->length);
     m.push_back(static_cast<int64_t>(s.kv->blocks.size()));
-    m.push_back((s.logits_for_all ? 1 : 0) | (s.last_logits ? 2 : 0));
+    m.push_back((s.logits_for_all ? 1 : 0) | (s.last_logits ? 2 : 0) |
+                (s.tree_parents.empty() ? 0 : 4));
     m.insert(m.end(), s.tokens.begin(), s.tokens.end());
     m.insert(m.end(), s.kv->blocks.begin(), s.kv->blocks.end());
+    m.insert(m.end(), s.tree_parents.begin(), s.tree_parents.end());  // as many as tokens
   }
   return m;
 }
@@ -74,7 +76,8 @@ class LeaderModel final : public Model {
 
 // Reads one sequence's entry at `at`; checks every count against what is left of the message.
 Result<void> decode(const std::vector<int64_t>& m, std::vector<std::vector<int32_t>>& tokens,
-                    std::vector<SequenceKv>& kvs, std::vector<SequenceBatch>& batch) {
+                    std::vector<std::vector<int32_t>>& parents, std::vector<SequenceKv>& kvs,
+                    std::vector<SequenceBatch>& batch) {
   size_t at = 0;
   auto next = [&]() -> Result<int64_t> {
     if (at >= m.size()) return Error{"rank 0's batch message is truncated"};
@@ -84,6 +87,7 @@ Result<void> decode(const std::vector<int64_t>& m, std::vector<std::vector<int32
   if (!n) return n.error();
   const auto sequences = static_cast<size_t>(*n);
   tokens.resize(sequences);
+  parents.resize(sequences);
   kvs.resize(sequences);
   batch.resize(sequences);
   for (size_t i = 0; i < sequences; ++i) {
@@ -103,7 +107,16 @@ Result<void> decode(const std::vector<int64_t>& m, std::vector<std::vector<int32
                          m.begin() + static_cast<ptrdiff_t>(at + static_cast<size_t>(f[2])));
     at += static_cast<size_t>(f[2]);
     kvs[i].length = f[1];
+    parents[i].clear();
+    if ((f[3] & 4) != 0) {
+      if (static_cast<size_t>(f[0]) > m.size() - at)
+        return Error{"rank 0's batch message is malformed"};
+      parents[i].assign(m.begin() + static_cast<ptrdiff_t>(at),
+                        m.begin() + static_cast<ptrdiff_t>(at + static_cast<size_t>(f[0])));
+      at += static_cast<size_t>(f[0]);
+    }
     batch[i] = SequenceBatch{tokens[i], &kvs[i], (f[3] & 1) != 0, (f[3] & 2) != 0};
+    batch[i].tree_parents = parents[i];
   }
   return {};
 }
@@ -118,7 +131,7 @@ std::unique_ptr<Model> make_leader_model(std::unique_ptr<Model> share, Communica
 
 Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm) {
   std::vector<int64_t> message;
-  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<int32_t>> tokens, parents;
   std::vector<SequenceKv> kvs;
   std::vector<SequenceBatch> batch;
   std::vector<float> logits;
@@ -132,7 +145,7 @@ Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm) {
     }
     message.resize(static_cast<size_t>(header[1]));
     TERN_TRY(comm.broadcast(message.data(), message.size() * sizeof(int64_t), 0));
-    TERN_TRY(decode(message, tokens, kvs, batch));
+    TERN_TRY(decode(message, tokens, parents, kvs, batch));
     for (const auto& kv : kvs) {
       for (int32_t b : kv.blocks) {
         if (b < 0 || b >= cache.config().blocks) {

@@ -25,6 +25,7 @@ class LlamaModel final : public Model {
 
   Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
                        std::vector<float>& logits) override {
+    TERN_TRY(check_token_trees(batch));
     ForwardState st(device_, cache, batch);
     const int64_t hidden = config_.shape.hidden;
     auto x = st.scratch(st.tokens, hidden);

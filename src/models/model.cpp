@@ -33,4 +33,28 @@ Result<std::unique_ptr<Model>> load_model(const GgufFile& file, Device& device,
       file.paths()[0], name);
 }
 
+Result<void> check_token_trees(std::span<const SequenceBatch> batch) {
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const auto& parents = batch[b].tree_parents;
+    if (parents.empty()) continue;
+    if (parents.size() != batch[b].tokens.size()) {
+      return make_error("sequence {} of the batch: a token tree of {} parents for {} new tokens", b,
+                        parents.size(), batch[b].tokens.size());
+    }
+    if (static_cast<int64_t>(parents.size()) > kMaxTreeTokens) {
+      return make_error("sequence {} of the batch: a token tree of {} tokens (at most {})", b,
+                        parents.size(), kMaxTreeTokens);
+    }
+    for (size_t i = 0; i < parents.size(); ++i) {
+      if (parents[i] < -1 || parents[i] >= static_cast<int32_t>(i)) {
+        return make_error(
+            "sequence {} of the batch: tree token {} has parent {} (it must be -1 or an earlier "
+            "token)",
+            b, i, parents[i]);
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace tern

@@ -27,7 +27,16 @@ struct SequenceBatch {
   // their maximum is written here instead (computed where the logits are: on the GPU only the
   // id travels back).
   int32_t* greedy_token = nullptr;
+  // A token tree (speculative decoding's verify pass; empty: the tokens follow each other): each
+  // new token's parent among them, earlier in the list (-1: the last cached token), at most
+  // kMaxTreeTokens. Token i then sits at position kv->length + its depth and attends to the
+  // cached tokens, its ancestors and itself. Its KV still goes to slot kv->length + i and
+  // kv->length advances by every new token: keeping only an accepted branch is the verifier's.
+  std::span<const int32_t> tree_parents = {};
 };
+
+// Whether every token tree of the batch is well formed (errors name the sequence and token).
+Result<void> check_token_trees(std::span<const SequenceBatch> batch);
 
 struct ModelShape {
   std::string architecture;

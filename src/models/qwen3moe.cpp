@@ -36,6 +36,7 @@ class Qwen3MoeModel final : public Model {
 
   Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
                        std::vector<float>& logits) override {
+    TERN_TRY(check_token_trees(batch));
     ForwardState st(device_, cache, batch);
     const DecoderConfig& c = config_.decoder;
     auto x = st.scratch(st.tokens, c.shape.hidden);

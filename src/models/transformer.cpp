@@ -18,17 +18,29 @@ Result<void> all_reduce_sum(ForwardState& st, Communicator& comm, Tensor& t) {
 
 ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBatch> batch)
     : device(dev), cache(kv_cache), batch_(batch) {
-  for (const auto& s : batch) {
+  tree_masks_.resize(batch.size());  // sized once: the sequences' spans point into it
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const SequenceBatch& s = batch[b];
     AttentionSequence seq;
     seq.first_token = tokens;
     seq.token_count = static_cast<int64_t>(s.tokens.size());
     seq.first_position = s.kv->length;
     seq.block_table = s.kv->blocks;
+    // A token tree (check_token_trees has vetted it): positions by depth, ancestor masks.
+    std::vector<int32_t> depth(s.tree_parents.size(), 0);
+    auto& masks = tree_masks_[b];
+    for (size_t i = 0; i < s.tree_parents.size(); ++i) {
+      const int32_t parent = s.tree_parents[i];
+      depth[i] = parent < 0 ? 0 : depth[static_cast<size_t>(parent)] + 1;
+      masks.push_back((uint64_t{1} << i) | (parent < 0 ? 0 : masks[static_cast<size_t>(parent)]));
+    }
+    seq.ancestors = masks;
     sequences.push_back(seq);
     auto seq_slots = cache.slots(*s.kv, s.kv->length, seq.token_count);
     for (int64_t i = 0; i < seq.token_count; ++i) {
       ids.push_back(s.tokens[static_cast<size_t>(i)]);
-      positions.push_back(static_cast<int32_t>(s.kv->length + i));
+      const int64_t offset = depth.empty() ? i : depth[static_cast<size_t>(i)];
+      positions.push_back(static_cast<int32_t>(s.kv->length + offset));
       slots.push_back(seq_slots[static_cast<size_t>(i)]);
       const bool last = i + 1 == seq.token_count;
       if (s.logits_for_all || (s.last_logits && last)) {

@@ -55,6 +55,7 @@ class ForwardState {
  private:
   std::span<SequenceBatch> batch_;
   std::vector<DeviceBuffer> buffers_;
+  std::vector<std::vector<uint64_t>> tree_masks_;  // per sequence: its token tree's ancestors
   struct Reused {
     void* data = nullptr;
     size_t bytes = 0;

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu_device/cpu_device.h"
+#include "test_util.h"
 
 namespace tern {
 namespace {
@@ -20,7 +21,13 @@ struct Case {
   std::vector<int64_t> cached, fresh;  // per sequence
   int64_t window = 0;
   float softcap = 0.0f;
+  // Token trees, per sequence (empty: causal): each new token's parent among the new tokens
+  // (-1: a child of the cached prefix). A token sees the prefix, its ancestors and itself.
+  std::vector<std::vector<int32_t>> parents = {};
 };
+
+using testing::ancestor_masks;
+using testing::binary_tree;
 
 class CpuAttention : public ::testing::TestWithParam<Case> {};
 
@@ -53,6 +60,7 @@ TEST_P(CpuAttention, MatchesAFloat64Reference) {
   std::vector<std::vector<int32_t>> tables(c.cached.size());
   size_t next = 0;
   std::vector<AttentionSequence> seqs;
+  std::vector<std::vector<uint64_t>> masks(c.cached.size());
   std::vector<int32_t> slots;
   int64_t tokens = 0, all = 0;
   for (size_t s = 0; s < c.cached.size(); ++s) {
@@ -68,6 +76,10 @@ TEST_P(CpuAttention, MatchesAFloat64Reference) {
     a.token_count = c.fresh[s];
     a.first_position = c.cached[s];
     a.block_table = tables[s];
+    if (s < c.parents.size() && !c.parents[s].empty()) {
+      masks[s] = ancestor_masks(c.parents[s]);
+      a.ancestors = masks[s];
+    }
     seqs.push_back(a);
     tokens += c.fresh[s];
     all += total;
@@ -109,7 +121,14 @@ TEST_P(CpuAttention, MatchesAFloat64Reference) {
       for (int64_t h = 0; h < c.heads; ++h) {
         const float* qv = q.data() + ((seqs[s].first_token + t) * c.heads + h) * c.head_dim;
         std::vector<double> scores, acc(static_cast<size_t>(c.head_dim), 0.0);
+        std::vector<int64_t> seen;  // the key positions this token attends to
         for (int64_t p = first; p <= pos; ++p) {
+          const int64_t j = p - c.cached[s];
+          if (!masks[s].empty() && j >= 0 && ((masks[s][static_cast<size_t>(t)] >> j) & 1) == 0)
+            continue;
+          seen.push_back(p);
+        }
+        for (int64_t p : seen) {
           const auto kr = cached_row(kbytes, s, p, h / group);
           double dot = 0;
           for (int64_t d = 0; d < c.head_dim; ++d) dot += double{qv[d]} * kr[d];
@@ -119,8 +138,9 @@ TEST_P(CpuAttention, MatchesAFloat64Reference) {
         }
         const double m = *std::max_element(scores.begin(), scores.end());
         double total = 0;
-        for (int64_t p = first; p <= pos; ++p) {
-          const double e = std::exp(scores[static_cast<size_t>(p - first)] - m);
+        for (size_t i = 0; i < seen.size(); ++i) {
+          const int64_t p = seen[i];
+          const double e = std::exp(scores[i] - m);
           total += e;
           const auto vr = cached_row(vbytes, s, p, h / group);
           for (int64_t d = 0; d < c.head_dim; ++d) acc[static_cast<size_t>(d)] += e * vr[d];
@@ -151,7 +171,30 @@ INSTANTIATE_TEST_SUITE_P(
         // Gemma-like: one KV head of 256, sliding window, soft-capping, Q8_0 cache.
         Case{4, 1, 256, TensorType::F16, {40}, {60}, 32},
         Case{8, 2, 64, TensorType::Q8_0, {0, 64}, {64, 3}, 0, 30.0f},
-        Case{8, 1, 32, TensorType::Q8_0, {500}, {1}, 128}));
+        Case{8, 1, 32, TensorType::Q8_0, {500}, {1}, 128},
+        // Token trees (speculative decoding's verify pass): a small tree after a prefix; a causal
+        // sequence beside a tree in one batch; the largest tree (64 tokens, a binary tree over
+        // several key blocks); a tree under a sliding window with soft-capping.
+        Case{8, 2, 64, TensorType::F16, {37}, {7}, 0, 0.0f, {{-1, 0, 0, 1, 1, 2, -1}}},
+        Case{8,
+             2,
+             64,
+             TensorType::F16,
+             {20, 50},
+             {5, 10},
+             0,
+             0.0f,
+             {{}, {-1, 0, 1, 1, 0, 4, 5, -1, 7, 2}}},
+        Case{16, 8, 128, TensorType::F16, {100}, {64}, 0, 0.0f, {binary_tree(64)}},
+        Case{4,
+             1,
+             256,
+             TensorType::F16,
+             {40},
+             {12},
+             16,
+             30.0f,
+             {{-1, 0, 1, 2, 3, 0, 5, 6, 1, 8, -1, 10}}}));
 
 }  // namespace
 }  // namespace tern

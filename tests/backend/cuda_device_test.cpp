@@ -473,6 +473,7 @@ struct PagedCase {
   std::vector<int64_t> cached, fresh;  // per sequence: tokens already cached, new tokens
   int64_t window = 0;
   float softcap = 0.0f;
+  std::vector<std::vector<int32_t>> parents = {};  // token trees per sequence (empty: causal)
 };
 
 class CudaAttention : public CudaOps, public ::testing::WithParamInterface<PagedCase> {};
@@ -530,6 +531,7 @@ TEST_P(CudaAttention, StoreKvAndAttentionMatchTheCpu) {
   };
   std::vector<int32_t> prefix_slots, new_slots;
   std::vector<AttentionSequence> seqs;
+  std::vector<std::vector<uint64_t>> masks(c.cached.size());
   int64_t tokens = 0;
   for (size_t s = 0; s < c.cached.size(); ++s) {
     for (int64_t p = 0; p < c.cached[s]; ++p) prefix_slots.push_back(slot(s, p));
@@ -538,6 +540,10 @@ TEST_P(CudaAttention, StoreKvAndAttentionMatchTheCpu) {
     a.token_count = c.fresh[s];
     a.first_position = c.cached[s];
     a.block_table = tables[s];
+    if (s < c.parents.size() && !c.parents[s].empty()) {
+      masks[s] = testing::ancestor_masks(c.parents[s]);
+      a.ancestors = masks[s];
+    }
     seqs.push_back(a);
     for (int64_t p = 0; p < c.fresh[s]; ++p) new_slots.push_back(slot(s, c.cached[s] + p));
     tokens += c.fresh[s];
@@ -560,38 +566,61 @@ TEST_P(CudaAttention, StoreKvAndAttentionMatchTheCpu) {
   Tensor gq = gpu_f32(q, hq.ne), go = gpu_poisoned(hq.ne);
   gpu_->attention(gq, gpu_layer, seqs, params, go);
   const Diff d = compare(read(go), want);
-  report(fmt::format("attention {} h{}/{} d{} w{} cap{}", info.name, c.heads, c.kv_heads,
-                     c.head_dim, c.window, c.softcap),
+  report(fmt::format("attention {} h{}/{} d{} w{} cap{}{}", info.name, c.heads, c.kv_heads,
+                     c.head_dim, c.window, c.softcap, c.parents.empty() ? "" : " tree"),
          d);
   EXPECT_LT(d.rel_rms, 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CudaAttention,
-                         ::testing::Values(
-                             // prefill of one sequence, a decode step, a batch of mixed sequences
-                             PagedCase{8, 2, 64, TensorType::F16, {0}, {37}},
-                             PagedCase{8, 2, 128, TensorType::F16, {1000}, {1}},
-                             PagedCase{
-                                 32, 8, 128, TensorType::F16, {0, 100, 1000, 5}, {37, 1, 5, 3}},
-                             PagedCase{32, 8, 128, TensorType::BF16, {0, 100, 1000}, {37, 1, 5}},
-                             PagedCase{32, 8, 128, TensorType::F32, {0, 100, 1000}, {37, 1, 5}},
-                             PagedCase{32, 8, 128, TensorType::Q8_0, {0, 100, 1000}, {37, 1, 5}},
-                             // head sizes 32 and 256, groups of 1, 3 and 16 query heads per KV head
-                             PagedCase{4, 4, 32, TensorType::F16, {20}, {9}},
-                             PagedCase{9, 3, 64, TensorType::F16, {70, 0}, {1, 12}},
-                             PagedCase{16, 1, 256, TensorType::F16, {300}, {2}},
-                             // long context split over many blocks; sliding window; soft-capping
-                             PagedCase{32, 8, 128, TensorType::F16, {5000}, {1}},
-                             PagedCase{8, 4, 64, TensorType::F16, {600, 0}, {3, 100}, 64},
-                             PagedCase{8, 4, 256, TensorType::BF16, {50}, {20}, 0, 30.0f},
-                             // decode after 16K tokens; a one-key context; Gemma 3 270M's 4/1/256;
-                             // a head size the 8-lanes-a-key kernel does not take (96); BF16 at
-                             // a group of 8 split over many blocks
-                             PagedCase{32, 8, 128, TensorType::F16, {16383}, {1}},
-                             PagedCase{32, 8, 128, TensorType::F16, {0}, {1}},
-                             PagedCase{4, 1, 256, TensorType::F16, {700}, {1}},
-                             PagedCase{12, 4, 96, TensorType::F16, {200}, {1}},
-                             PagedCase{64, 8, 128, TensorType::BF16, {3000, 33}, {1, 1}}));
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CudaAttention,
+    ::testing::Values(
+        // prefill of one sequence, a decode step, a batch of mixed sequences
+        PagedCase{8, 2, 64, TensorType::F16, {0}, {37}},
+        PagedCase{8, 2, 128, TensorType::F16, {1000}, {1}},
+        PagedCase{32, 8, 128, TensorType::F16, {0, 100, 1000, 5}, {37, 1, 5, 3}},
+        PagedCase{32, 8, 128, TensorType::BF16, {0, 100, 1000}, {37, 1, 5}},
+        PagedCase{32, 8, 128, TensorType::F32, {0, 100, 1000}, {37, 1, 5}},
+        PagedCase{32, 8, 128, TensorType::Q8_0, {0, 100, 1000}, {37, 1, 5}},
+        // head sizes 32 and 256, groups of 1, 3 and 16 query heads per KV head
+        PagedCase{4, 4, 32, TensorType::F16, {20}, {9}},
+        PagedCase{9, 3, 64, TensorType::F16, {70, 0}, {1, 12}},
+        PagedCase{16, 1, 256, TensorType::F16, {300}, {2}},
+        // long context split over many blocks; sliding window; soft-capping
+        PagedCase{32, 8, 128, TensorType::F16, {5000}, {1}},
+        PagedCase{8, 4, 64, TensorType::F16, {600, 0}, {3, 100}, 64},
+        PagedCase{8, 4, 256, TensorType::BF16, {50}, {20}, 0, 30.0f},
+        // decode after 16K tokens; a one-key context; Gemma 3 270M's 4/1/256;
+        // a head size the 8-lanes-a-key kernel does not take (96); BF16 at
+        // a group of 8 split over many blocks
+        PagedCase{32, 8, 128, TensorType::F16, {16383}, {1}},
+        PagedCase{32, 8, 128, TensorType::F16, {0}, {1}},
+        PagedCase{4, 1, 256, TensorType::F16, {700}, {1}},
+        PagedCase{12, 4, 96, TensorType::F16, {200}, {1}},
+        PagedCase{64, 8, 128, TensorType::BF16, {3000, 33}, {1, 1}},
+        // token trees: v4 (F16, heads of 128) beside a causal sequence, the
+        // largest tree over a long prefix (split contexts), v2 (Q8_0 cache,
+        // head 96), Gemma-like window and soft-capping
+        PagedCase{32,
+                  8,
+                  128,
+                  TensorType::F16,
+                  {20, 50},
+                  {5, 10},
+                  0,
+                  0.0f,
+                  {{}, {-1, 0, 1, 1, 0, 4, 5, -1, 7, 2}}},
+        PagedCase{32, 8, 128, TensorType::F16, {3000}, {64}, 0, 0.0f, {testing::binary_tree(64)}},
+        PagedCase{12, 4, 96, TensorType::Q8_0, {70}, {7}, 0, 0.0f, {{-1, 0, 0, 1, 1, 2, -1}}},
+        PagedCase{4,
+                  1,
+                  256,
+                  TensorType::BF16,
+                  {40},
+                  {12},
+                  16,
+                  30.0f,
+                  {{-1, 0, 1, 2, 3, 0, 5, 6, 1, 8, -1, 10}}}));
 
 }  // namespace
 }  // namespace tern

@@ -14,6 +14,22 @@
 
 namespace tern::testing {
 
+// A token tree's ancestor masks (AttentionSequence::ancestors) from each new token's parent
+// among the new tokens (-1: a child of the cached prefix); a token sees itself too.
+inline std::vector<uint64_t> ancestor_masks(const std::vector<int32_t>& parents) {
+  std::vector<uint64_t> m(parents.size());
+  for (size_t i = 0; i < parents.size(); ++i)
+    m[i] = (uint64_t{1} << i) | (parents[i] >= 0 ? m[static_cast<size_t>(parents[i])] : 0);
+  return m;
+}
+
+// Node i's parent is (i - 1) / 2: a binary tree of n nodes rooted at node 0.
+inline std::vector<int32_t> binary_tree(int32_t n) {
+  std::vector<int32_t> parents(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) parents[static_cast<size_t>(i)] = i == 0 ? -1 : (i - 1) / 2;
+  return parents;
+}
+
 inline std::vector<uint8_t> read_fixture(const std::string& name) {
   std::ifstream in(std::string(TERN_TEST_DATA_DIR) + "/quant/" + name, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -164,6 +164,56 @@ TEST_P(ForwardTest, GreedyTokensAreTheArgmaxOfTheLogitsTheyReplace) {
   }
 }
 
+TEST_P(ForwardTest, ATokenTreeGivesEachBranchItsOwnPathsLogits) {
+  // Speculative decoding's verify pass: after a cached prompt, one forward over a tree of draft
+  // tokens; every node's logits must be those of a plain causal run over the prompt and the
+  // node's path from the root (its ancestors, then itself).
+  auto kv = cache();
+  const auto prefix = prompt(21, 7);
+  const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 2, 5, -1, 7, 3};
+  const std::vector<int32_t> draft = {11, 45, 46, 101, 102, 200, 201, 17, 18, 99};
+  const size_t vocab = static_cast<size_t>(model_->shape().vocab);
+  SequenceKv seq;
+  ASSERT_TRUE(kv->reserve(seq, static_cast<int64_t>(prefix.size() + draft.size())));
+  std::vector<float> ignored, tree;
+  SequenceBatch head{prefix, &seq, false};
+  ASSERT_TRUE(model_->forward({&head, 1}, *kv, ignored).ok());
+  SequenceBatch b{draft, &seq, true};
+  b.tree_parents = parents;
+  ASSERT_TRUE(model_->forward({&b, 1}, *kv, tree).ok());
+  ASSERT_EQ(tree.size(), draft.size() * vocab);
+  kv->release(seq);
+  for (size_t i = 0; i < draft.size(); ++i) {
+    std::vector<int32_t> path;
+    for (int32_t n = static_cast<int32_t>(i); n >= 0; n = parents[static_cast<size_t>(n)])
+      path.insert(path.begin(), draft[static_cast<size_t>(n)]);
+    std::vector<int32_t> tokens = prefix;
+    tokens.insert(tokens.end(), path.begin(), path.end());
+    const auto plain = run(*kv, tokens, tokens.size());
+    std::span<const float> want(plain.data() + (tokens.size() - 1) * vocab, vocab);
+    std::span<const float> got(tree.data() + i * vocab, vocab);
+    EXPECT_LT(max_abs_diff(got, want), 1e-3f) << "tree token " << i;
+  }
+}
+
+TEST_P(ForwardTest, MalformedTokenTreesAreRefused) {
+  auto kv = cache();
+  const auto tokens = prompt(4, 8);
+  SequenceKv seq;
+  ASSERT_TRUE(kv->reserve(seq, 4));
+  std::vector<float> logits;
+  const std::vector<std::vector<int32_t>> bad = {{-1, 0, 2, 1}, {-1, 0}, {-1, -2, 0, 1}};
+  for (const auto& parents : bad) {
+    SequenceBatch b{tokens, &seq, true};
+    b.tree_parents = parents;
+    auto r = model_->forward({&b, 1}, *kv, logits);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("tree"), std::string::npos) << r.error().message;
+    EXPECT_EQ(seq.length, 0) << "a refused batch leaves the sequence as it was";
+  }
+  kv->release(seq);
+}
+
 TEST_P(ForwardTest, QuantizedKvStaysCloseToF16) {
   auto tokens = prompt(32, 4);
   auto f16 = run(*cache(TensorType::F16), tokens, tokens.size());

@@ -295,8 +295,16 @@ void run_item(const WorkItem& it, const Tensor& q, const KvLayer& cache,
       if (params.softcap > 0.0f) {
         for (int64_t j = 0; j < n; ++j) s[j] = params.softcap * std::tanh(s[j] / params.softcap);
       }
+      if (!seq.ancestors.empty()) {  // a token tree: new tokens see only their ancestors
+        const uint64_t mine = seq.ancestors[static_cast<size_t>(it.first_token + r / nh)];
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t new_token = lo + j - seq.first_position;
+          if (new_token >= 0 && ((mine >> new_token) & 1u) == 0) s[j] = -INFINITY;
+        }
+      }
       float block_max = -INFINITY;
       for (int64_t j = 0; j < n; ++j) block_max = std::max(block_max, s[j]);
+      if (block_max == -INFINITY) continue;  // every key of the block masked by the tree
       float& row_max = buf.max[static_cast<size_t>(r)];
       float& row_total = buf.total[static_cast<size_t>(r)];
       float* acc = buf.acc.data() + r * stride;

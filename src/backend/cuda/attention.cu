@@ -161,6 +161,14 @@ __device__ __forceinline__ void key_scores(const AttentionLaunch& a, int64_t row
 struct TokenKeys {
   const int32_t* table;  // the sequence's block table
   int64_t begin, end;
+  // Token trees: key j >= tree_first (the sequence's first new slot) is seen when bit
+  // j - tree_first of tree_mask is set; tree_first is past every key for causal tokens.
+  int64_t tree_first;
+  uint64_t tree_mask;
+
+  __device__ __forceinline__ bool sees(int64_t j) const {
+    return j < tree_first || ((tree_mask >> (j - tree_first)) & 1u) != 0;
+  }
 };
 __device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_t token,
                                                 int split) {
@@ -179,7 +187,15 @@ __device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_
       a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
   const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
   const int64_t begin = first + static_cast<int64_t>(split) * per;
-  return {a.tables + seq[3], begin, pos + 1 < begin + per ? pos + 1 : begin + per};
+  int64_t tree_first = INT64_MAX;
+  uint64_t tree_mask = ~uint64_t{0};
+  if (a.ancestors != nullptr) {
+    tree_first = seq[2];
+    tree_mask = static_cast<uint64_t>(a.ancestors[2 * token]) |
+                (static_cast<uint64_t>(a.ancestors[2 * token + 1]) << 32);
+  }
+  return {a.tables + seq[3], begin, pos + 1 < begin + per ? pos + 1 : begin + per, tree_first,
+          tree_mask};
 }
 
 // The block's last step: the warps' (max, sum, output) states in shared memory merged per query
@@ -264,7 +280,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                                                               : hd * 2;
   for (int64_t tile = kbeg + warp * 32; tile < kend; tile += 32 * kWarps) {
     const int64_t j = tile + lane;
-    const bool valid = j < kend;
+    const bool valid = j < kend && keys.sees(j);
     int64_t row = 0;
     float s[G];
 #pragma unroll
@@ -407,7 +423,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t j = base + key_group + u * (kWarps * 32 / kGroupLanes);
-      ok[u] = j < keys.end;
+      ok[u] = j < keys.end && keys.sees(j);
       if (ok[u]) {
         const int64_t slot =
             static_cast<int64_t>(keys.table[j / a.block_size]) * a.block_size + j % a.block_size;

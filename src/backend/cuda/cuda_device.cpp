@@ -1064,9 +1064,20 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
                    "supported by the CUDA backend",
                    heads, head_dim, cache.kv_heads, tensor_type_name(cache.k.type)));
   }
-  // One staged array: 4 ints per sequence, then the block tables.
+  // One staged array: 4 ints per sequence, then the block tables, then (token trees) two words
+  // of ancestor mask per batch token.
   std::vector<int32_t> packed(4 * sequences.size());
   int64_t tokens = 0, max_keys = 0;
+  bool trees = false;
+  for (const auto& seq : sequences) {
+    if (seq.ancestors.empty()) continue;
+    if (static_cast<int64_t>(seq.ancestors.size()) != seq.token_count ||
+        seq.token_count > kMaxTreeTokens) {
+      return fail(make_error("attention: a token tree of {} masks for {} new tokens (at most {})",
+                             seq.ancestors.size(), seq.token_count, kMaxTreeTokens));
+    }
+    trees = true;
+  }
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto& seq = sequences[i];
     packed[4 * i] = static_cast<int32_t>(seq.first_token);
@@ -1076,6 +1087,20 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
     tokens = std::max(tokens, seq.first_token + seq.token_count);
     max_keys = std::max(max_keys, seq.first_position + seq.token_count);
     packed.insert(packed.end(), seq.block_table.begin(), seq.block_table.end());
+  }
+  size_t masks_at = 0;
+  if (trees) {
+    masks_at = packed.size();
+    packed.resize(masks_at + 2 * static_cast<size_t>(tokens), -1);  // causal tokens: all ones
+    for (const auto& seq : sequences) {
+      for (size_t i = 0; i < seq.ancestors.size(); ++i) {
+        const uint64_t m = seq.ancestors[i];
+        const size_t at =
+            masks_at + 2 * static_cast<size_t>(seq.first_token + static_cast<int64_t>(i));
+        packed[at] = static_cast<int32_t>(static_cast<uint32_t>(m & 0xFFFFFFFFu));
+        packed[at + 1] = static_cast<int32_t>(static_cast<uint32_t>(m >> 32));
+      }
+    }
   }
   auto dev = stage(packed);
   if (!dev) return fail(dev.error());
@@ -1098,6 +1123,7 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   a.scale = params.scale;
   a.softcap = params.softcap;
   a.window = params.sliding_window;
+  if (trees) a.ancestors = reinterpret_cast<const uint32_t*>(*dev + masks_at);
   // Enough blocks for two per multiprocessor: split long contexts when tokens x heads are few.
   // A power of two, so that a decode step's launch (and graph) stays the same for long spans.
   const int64_t group = heads / cache.kv_heads;
@@ -1120,10 +1146,26 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
     a.partial = static_cast<float*>(partial.data);
   }
   cudaStream_t s = stream_;
-  enqueue({16, u(a.q), u(a.out), u(a.k_cache), u(a.v_cache), static_cast<uint64_t>(a.kv_type),
-           u(tokens), u(heads), u(a.kv_heads), u(head_dim), u(a.block_size), u(a.sequences),
-           static_cast<uint64_t>(a.sequence_count), u(a.tables), u(a.scale), u(a.softcap),
-           u(a.window), static_cast<uint64_t>(a.splits), u(a.partial)},
+  enqueue({16,
+           u(a.q),
+           u(a.out),
+           u(a.k_cache),
+           u(a.v_cache),
+           static_cast<uint64_t>(a.kv_type),
+           u(tokens),
+           u(heads),
+           u(a.kv_heads),
+           u(head_dim),
+           u(a.block_size),
+           u(a.sequences),
+           static_cast<uint64_t>(a.sequence_count),
+           u(a.tables),
+           u(a.scale),
+           u(a.softcap),
+           u(a.window),
+           static_cast<uint64_t>(a.splits),
+           u(a.partial),
+           u(a.ancestors)},
           [=]() -> Result<void> {
             TERN_CUDA_TRY(cuda::attention(a, s));
             return {};

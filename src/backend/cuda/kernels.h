@@ -132,6 +132,10 @@ struct AttentionLaunch {
   int64_t window = 0;
   int32_t splits = 1;        // parts of each token's context computed by separate blocks
   float* partial = nullptr;  // [tokens * heads * splits, head_dim + 2] when splits > 1
+  // Token trees (null: every sequence causal): per batch token, its 64-bit ancestor mask as two
+  // words (low, high); bit j lets it see its sequence's new token j (slot first_position + j).
+  // Tokens of causal sequences carry all ones.
+  const uint32_t* ancestors = nullptr;
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // The fewest keys a context split should get with the kernel that attention() picks for this

@@ -83,7 +83,14 @@ struct AttentionSequence {
   int64_t first_position = 0;  // position of the first new token (= tokens already cached)
   std::span<const int32_t>
       block_table;  // pool block ids covering positions [0, first_position + token_count)
+  // A token tree (speculative decoding's verify pass; empty: causal). One mask per new token, at
+  // most kMaxTreeTokens of them: new token i attends to every cached position (< first_position)
+  // and to new token j when bit j of ancestors[i] is set (its ancestors and itself). The new
+  // tokens' keys sit in cache slots first_position + j in token order; a sliding window counts
+  // slots.
+  std::span<const uint64_t> ancestors;
 };
+inline constexpr int64_t kMaxTreeTokens = 64;
 
 struct AttentionParams {
   float scale = 1.0f;
