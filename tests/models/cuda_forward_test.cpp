@@ -65,6 +65,28 @@ std::vector<float> run(const GgufFile& file, Device& device, const std::vector<i
   return logits;
 }
 
+// Speculative decoding's verify pass: `prefix` causal, then one forward over a token tree;
+// the tree tokens' logits.
+std::vector<float> run_tree(const GgufFile& file, Device& device,
+                            const std::vector<int32_t>& prefix, const std::vector<int32_t>& draft,
+                            const std::vector<int32_t>& parents) {
+  auto model = load_model(file, device);
+  EXPECT_TRUE(model.ok()) << model.error().message;
+  if (!model.ok()) return {};
+  auto cache = KvCache::create(device, (*model)->kv_config(1024, TensorType::F16, 16));
+  EXPECT_TRUE(cache.ok());
+  SequenceKv seq;
+  EXPECT_TRUE(cache->reserve(seq, static_cast<int64_t>(prefix.size() + draft.size())));
+  std::vector<float> ignored, logits;
+  SequenceBatch head{prefix, &seq, false};
+  EXPECT_TRUE((*model)->forward({&head, 1}, *cache, ignored).ok());
+  SequenceBatch tree{draft, &seq, true};
+  tree.tree_parents = parents;
+  auto ok = (*model)->forward({&tree, 1}, *cache, logits);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+  return logits;
+}
+
 class CudaForward : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -137,6 +159,14 @@ TEST_P(CudaForward, QuantizedRandomModelsMatchTheCpu) {
     EXPECT_LT(prefill.rel_rms, 0.05) << quant;
     EXPECT_LT(chunked.rel_rms, 0.05) << quant;
     EXPECT_LT(decode.rel_rms, 0.05) << quant;
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + 30);
+    const std::vector<int32_t> draft = {11, 45, 46, 101, 102, 200, 201, 17, 18, 99};
+    const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 2, 5, -1, 7, 3};
+    const Stats tree = compare(run_tree(*file, *gpu_, prefix, draft, parents),
+                               run_tree(*file, cpu_, prefix, draft, parents));
+    std::printf("[cuda-forward] %-12s %-6s token tree vs cpu rel rms %.3g\n", preset.c_str(), quant,
+                tree.rel_rms);
+    EXPECT_LT(tree.rel_rms, 0.05) << quant;
     std::filesystem::remove(path);
   }
 }
