@@ -12,4 +12,4 @@ fi
 cmake -S "$root" -B "$root/build-cuda" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA=ON \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DTERN_BUILD_BENCH=OFF -DTERN_WERROR=ON "$@" >/dev/null
 ninja -C "$root/build-cuda" ${TERN_JOBS:+-j"$TERN_JOBS"} tern_cuda_device tern_engine \
-  tern-cuda-bench cuda_device_test cuda_forward_test
+  tern-cuda-bench cuda_device_test cuda_forward_test cuda_greedy_test
