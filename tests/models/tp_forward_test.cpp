@@ -17,6 +17,7 @@
 
 #include "backend/cpu_device/cpu_device.h"
 #include "config/hf_model.h"
+#include "engine/tp_ranks.h"
 #include "models/model.h"
 #include "mpi_test_main.h"
 #include "synthetic_model.h"
@@ -178,6 +179,41 @@ TEST_P(TpSynthetic, PrefillDecodeAndBatchesMatchOneRank) {
   const auto alone_b = run(*whole, tb, tb.size());
   EXPECT_LT(max_abs_diff(std::span(got).first(vocab), std::span(alone_a).last(vocab)), tol);
   EXPECT_LT(max_abs_diff(std::span(got).subspan(vocab), alone_b), tol);
+}
+
+// Speculative decoding's verify pass through the serving path: rank 0's leader model carries a
+// token tree to the other ranks (follow_leader), and the tree's logits equal one rank's.
+TEST_P(TpSynthetic, ATokenTreeThroughTheLeaderMatchesOneRank) {
+  auto whole = load(*file_, {});
+  auto share = load(*file_, group());
+  ASSERT_TRUE(whole && share);
+  std::vector<int32_t> prefix(25);
+  for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = static_cast<int32_t>((i * 53 + 3) % 256);
+  const std::vector<int32_t> draft = {11, 45, 46, 101, 102, 200, 201, 17};
+  const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 2, 5, -1};
+  auto tree_logits = [&](Model& model, KvCache& cache) {
+    SequenceKv seq;
+    EXPECT_TRUE(cache.reserve(seq, static_cast<int64_t>(prefix.size() + draft.size())));
+    std::vector<float> ignored, logits;
+    SequenceBatch head{prefix, &seq, false};
+    EXPECT_TRUE(model.forward({&head, 1}, cache, ignored).ok());
+    SequenceBatch tree{draft, &seq, true};
+    tree.tree_parents = parents;
+    auto ok = model.forward({&tree, 1}, cache, logits);
+    EXPECT_TRUE(ok.ok()) << ok.error().message;
+    cache.release(seq);
+    return logits;
+  };
+  const auto one = tree_logits(*whole->model, *whole->cache);
+  if (world().rank() != 0) {
+    ASSERT_TRUE(follow_leader(*share->model, *share->cache, world()).ok());
+    return;
+  }
+  auto leader = make_leader_model(std::move(share->model), world(), nullptr);
+  const auto got = tree_logits(*leader, *share->cache);
+  leader.reset();  // tells the other ranks to stop
+  ASSERT_EQ(got.size(), one.size());
+  EXPECT_LT(max_abs_diff(got, one), 2e-3f * spread(one));
 }
 
 // tiny-qwen3moe: attention split by heads, its 8 experts by expert (expert parallelism).
