@@ -283,8 +283,12 @@ Result<void> make_cache(LoadedModel& m, const LoadOptions& options, bool on_gpu)
     return make_error("the number of parallel sequences must be between 1 and 4096, not {}",
                       options.sequences);
   }
-  auto cache =
-      KvCache::create(*m.device, m.model->kv_config(context * options.sequences, options.kv_type));
+  // Each sequence holds whole blocks: a context that is not a multiple of the block size still
+  // needs its last block in every one of the sequences.
+  const KvCacheConfig one = m.model->kv_config(context, options.kv_type);
+  auto cache = KvCache::create(
+      *m.device,
+      m.model->kv_config(one.blocks * one.block_size * options.sequences, options.kv_type));
   if (!cache) return cache.error();
   m.cache = std::make_unique<KvCache>(std::move(*cache));
   return {};

@@ -109,6 +109,21 @@ class Models(unittest.TestCase):
         self.assertGreater(r["prefill_tok_s"]["median"], 0)
         self.assertGreater(r["decode_tok_s"]["median"], 0)
 
+    def test_bench_parallel_batches_sequences(self):
+        # --parallel 1 and 4 side by side: one row each, the second an aggregate over 4
+        # sequences batched by the scheduler; an absurd count is refused.
+        out = json.loads(tern("bench", "-m", self.tiny, "-p", "16", "-n", "5", "-r", "1",
+                              "--parallel", "1", "--parallel", "4", "--json").stdout)
+        rows = out["results"]
+        self.assertEqual([r["sequences"] for r in rows], [1, 4])
+        for r in rows:
+            self.assertGreater(r["prefill_tok_s"]["median"], 0)
+            self.assertGreater(r["decode_tok_s"]["median"], 0)
+        bad = subprocess.run([ARGS.tern, "bench", "-m", self.tiny, "--parallel", "0"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("parallel", bad.stderr)
+
     def test_doctor(self):
         out = json.loads(tern("doctor", "--json").stdout)
         self.assertGreater(out["cpu"]["threads"], 0)
