@@ -5,7 +5,8 @@
 # kernels, bench, ab (tern configurations and llama-bench, interleaved), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
 # cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
 # and llama.cpp's llama-bench on the same file, interleaved), files (the Q8_0 and BF16 files),
-# long (prefill 4096, decode after 16K, 8 sequences batched; MODEL; llama-bench is looked for in
+# long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), stash and join (a file
+# carried in parts over calls made back to back: tools/cuda/carry_parts.sh; llama-bench is looked for in
 # /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
 # repository holds no script that builds llama.cpp). Logs go to $OUT; a short table is printed
 # last.
@@ -31,6 +32,23 @@ ldd $T/bin/tern | grep "not found" && echo "missing libraries" | tee -a "$OUT/su
 summary="$OUT/summary.txt"
 echo "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" >>"$summary"
 
+if [[ " $stages " == *" stash "* ]]; then
+  # Parts of a file too big for one call (tools/cuda/carry_parts.sh), one per call back to back:
+  # kept in /tmp/parts; `join` rebuilds /tmp/NAME and checks its sha256 once all have come.
+  mkdir -p /tmp/parts
+  for d in .carry*; do [ -f "$d/manifest" ] && cp "$d"/* /tmp/parts/ && cp "$d/manifest" /tmp/parts/manifest; done
+  echo "parts kept: $(ls /tmp/parts | grep -c part)" >>"$summary"
+fi
+if [[ " $stages " == *" join "* ]] && [ -f /tmp/parts/manifest ]; then
+  read -r name count sum </tmp/parts/manifest
+  if [ "$(ls /tmp/parts | grep -c "^$name.part")" = "$count" ]; then
+    cat /tmp/parts/"$name".part* >/tmp/"$name"
+    [ "$(sha256sum /tmp/"$name" | cut -d' ' -f1)" = "$sum" ] && echo "joined /tmp/$name" >>"$summary" ||
+      echo "join: /tmp/$name does not match its sha256" >>"$summary"
+  else
+    echo "join: $(ls /tmp/parts | grep -c "^$name.part") of $count parts of $name here" >>"$summary"
+  fi
+fi
 if [[ " $stages " == *" tests "* ]]; then
   timeout 240 $T/bin/cuda_device_test >"$OUT/ops.log" 2>&1
   echo "cuda_device_test rc=$?" >>"$summary"
