@@ -61,6 +61,11 @@ if [[ " $stages " == *" tests "* ]]; then
     TERN_CUDA_PDL=0 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-nopdl.log" 2>&1
     echo "cuda_forward_test TERN_CUDA_PDL=0 rc=$?" >>"$summary"
   fi
+  # The batched (2 <= n <= 8) row-pair GEMV, still behind its flag: the matmul cases with it on.
+  TERN_CUDA_GEMV_BATCH=1 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*' \
+    >"$OUT/ops-batch.log" 2>&1
+  echo "cuda_device_test Matmul with TERN_CUDA_GEMV_BATCH=1 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-batch.log" | head -10 >>"$summary"
   grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
   # Real model files (REAL_MODELS, ':'-separated), GPU against CPU: greedy continuations, logits.
@@ -111,6 +116,10 @@ if [[ " $stages " == *" long "* ]]; then
     >"$OUT/parallel.log" 2>&1
   echo "tern --parallel 1 / 8 rc=$?" >>"$summary"
   grep -E '^ +512 ' "$OUT/parallel.log" >>"$summary"
+  TERN_CUDA_GEMV_BATCH=1 timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 \
+    --parallel 1 --parallel 8 >"$OUT/parallel-batch.log" 2>&1
+  echo "tern --parallel 1 / 8 with TERN_CUDA_GEMV_BATCH=1 rc=$?" >>"$summary"
+  grep -E '^ +512 ' "$OUT/parallel-batch.log" >>"$summary"
   if [ -x $L/llama-bench ]; then
     LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 200 $L/llama-bench -m "$model" -fa 1 -ngl 99 \
       -p 4096 -n 0 -r 3 >"$OUT/long-llama-4096.log" 2>&1

@@ -760,6 +760,256 @@ __global__ void __launch_bounds__(32 * kPairWarps) gemv_pair_multi_kernel(GemvQ8
   }
 }
 
+// Batched decode (2 <= n <= 8 rows of x, several sequences a step; 2026-12-04, behind
+// TERN_CUDA_GEMV_BATCH=1 until measured): row pairs as above, each lane's part of both weight
+// rows decoded once into registers, then every x row loaded once for both (the v2 kernel that
+// n > 1 takes otherwise decodes per warp row and reloads x per row: 9-27% of the bandwidth at
+// n = 8). Same lane layout per type as Pair<T>.
+template <TensorType T>
+struct PairN;
+
+template <>
+struct PairN<TensorType::Q4_K> {
+  template <int N>
+  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
+                             int lane, int n, float (&acc0)[N], float (&acc1)[N]) {
+    const int j = lane & 7, c2 = j >> 1, h = j & 1;
+    const int64_t blk0 = sb * 8 + 2 * c2;
+    uint32_t qw[2][4];
+    float d0[2], d1[2], mins0[2], mins1[2];  // per row: scale x sub-block scale, and min terms
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = (r == 0 ? r0 : r1) + sb * Pair<TensorType::Q4_K>::kBytes;
+      const int4 hd = ldg16(b);
+      const int4 q = ldg16(b + 16 + c2 * 32 + 16 * h);
+      const uint32_t dd = static_cast<uint32_t>(hd.x);
+      const float d = half_bits_to_float(static_cast<uint16_t>(dd & 0xFFFF));
+      const float dmin = half_bits_to_float(static_cast<uint16_t>(dd >> 16));
+      const uint32_t shift = 16 * (c2 & 1);
+      const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
+      const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
+      const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
+      int sc0, sc1, m0, m1;
+      if (c2 < 2) {
+        sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
+        m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
+      } else {
+        sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
+        sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
+        m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
+        m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
+      }
+      qw[r][0] = static_cast<uint32_t>(q.x), qw[r][1] = static_cast<uint32_t>(q.y);
+      qw[r][2] = static_cast<uint32_t>(q.z), qw[r][3] = static_cast<uint32_t>(q.w);
+      d0[r] = d * static_cast<float>(sc0);
+      d1[r] = d * static_cast<float>(sc1);
+      // The min term covers the whole 32-element block: the h = 0 lane adds it.
+      mins0[r] = h == 0 ? dmin * static_cast<float>(m0) : 0.0f;
+      mins1[r] = h == 0 ? dmin * static_cast<float>(m1) : 0.0f;
+    }
+    const int64_t blocks_per_row = a.k / 32;
+#pragma unroll
+    for (int x = 0; x < N; ++x) {
+      if (x < n) {
+        const int8_t* xq = a.qs + x * a.k;
+        const int4 x0 = ldg16(xq + blk0 * 32 + 16 * h);
+        const int4 x1 = ldg16(xq + (blk0 + 1) * 32 + 16 * h);
+        const float2 xd = __ldg(reinterpret_cast<const float2*>(a.d + x * blocks_per_row + blk0));
+        const float2 xs = __ldg(reinterpret_cast<const float2*>(a.s + x * blocks_per_row + blk0));
+        const int xa[4] = {x0.x, x0.y, x0.z, x0.w}, xb[4] = {x1.x, x1.y, x1.z, x1.w};
+        float res[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          int dot0 = 0, dot1 = 0;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            dot0 = __dp4a(static_cast<int>(qw[r][i] & 0x0F0F0F0Fu), xa[i], dot0);
+            dot1 = __dp4a(static_cast<int>((qw[r][i] >> 4) & 0x0F0F0F0Fu), xb[i], dot1);
+          }
+          res[r] = d0[r] * xd.x * static_cast<float>(dot0) +
+                   d1[r] * xd.y * static_cast<float>(dot1) - (mins0[r] * xs.x + mins1[r] * xs.y);
+        }
+        acc0[x] += res[0];
+        acc1[x] += res[1];
+      }
+    }
+  }
+};
+
+template <>
+struct PairN<TensorType::Q6_K> {
+  template <int N>
+  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
+                             int lane, int n, float (&acc0)[N], float (&acc1)[N]) {
+    const int j = lane & 7, hh = j >> 2, qq = j & 3, l0 = 8 * qq;
+    int w[2][4][2];  // per row, group g, word i: the signed 6-bit quants as bytes
+    float sc[2][4];  // per row and group: d x the sub-block scale
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = (r == 0 ? r0 : r1) + sb * Pair<TensorType::Q6_K>::kBytes;
+      uint32_t la0, la1, lb0, lb1, h0, h1, s0, s1;
+      words2(b + hh * 64 + l0, la0, la1);
+      words2(b + hh * 64 + 32 + l0, lb0, lb1);
+      words2(b + 128 + hh * 32 + l0, h0, h1);
+      words2(b + 192 + hh * 8, s0, s1);
+      const float d = half_bits_to_float(load_u16(b + 208));
+      const uint32_t la[2] = {la0, la1}, lb[2] = {lb0, lb1}, hb[2] = {h0, h1};
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t lo = g & 1 ? lb[i] : la[i];
+          const uint32_t nib = g < 2 ? (lo & 0x0F0F0F0Fu) : ((lo >> 4) & 0x0F0F0F0Fu);
+          const uint32_t hi = ((hb[i] >> (2 * g)) & 0x03030303u) << 4;
+          w[r][g][i] = static_cast<int>(__vsub4(nib | hi, 0x20202020u));
+        }
+        const int sbyte = 2 * g + (qq >> 1);
+        const uint32_t sw = sbyte < 4 ? s0 : s1;
+        sc[r][g] = d * static_cast<float>(static_cast<int8_t>((sw >> (8 * (sbyte & 3))) & 0xFF));
+      }
+    }
+    const int64_t e0 = sb * 256 + hh * 128 + l0;
+#pragma unroll
+    for (int x = 0; x < N; ++x) {
+      if (x < n) {
+        const int8_t* xq = a.qs + x * a.k;
+        int2 xg[4];
+#pragma unroll
+        for (int g = 0; g < 4; ++g) xg[g] = ldg8(xq + e0 + 32 * g);
+        const float4 xd =
+            __ldg(reinterpret_cast<const float4*>(a.d + x * (a.k / 32) + sb * 8 + hh * 4));
+        const float xds[4] = {xd.x, xd.y, xd.z, xd.w};
+        float res[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int g = 0; g < 4; ++g) {
+            const int dot = __dp4a(w[r][g][1], xg[g].y, __dp4a(w[r][g][0], xg[g].x, 0));
+            res[r] += sc[r][g] * xds[g] * static_cast<float>(dot);
+          }
+        }
+        acc0[x] += res[0];
+        acc1[x] += res[1];
+      }
+    }
+  }
+};
+
+template <>
+struct PairN<TensorType::Q8_0> {
+  template <int N>
+  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
+                             int lane, int n, float (&acc0)[N], float (&acc1)[N]) {
+    const int64_t blk = sb * 8 + (lane & 7);
+    uint32_t w[2][8];
+    float d[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = (r == 0 ? r0 : r1) + blk * Pair<TensorType::Q8_0>::kBytes;
+      words8(b + 2, w[r]);
+      d[r] = half_bits_to_float(load_u16(b));
+    }
+#pragma unroll
+    for (int x = 0; x < N; ++x) {
+      if (x < n) {
+        const int8_t* xq = a.qs + x * a.k;
+        const int4 x0 = ldg16(xq + blk * 32), x1 = ldg16(xq + blk * 32 + 16);
+        const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const float xd = __ldg(a.d + x * (a.k / 32) + blk);
+        float res[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          int dot = 0;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) dot = __dp4a(static_cast<int>(w[r][i]), xw[i], dot);
+          res[r] = d[r] * xd * static_cast<float>(dot);
+        }
+        acc0[x] += res[0];
+        acc1[x] += res[1];
+      }
+    }
+  }
+};
+
+// y[x, row] for the pair's two rows and every x row (x < n <= N); W warps a pair as above.
+template <TensorType T, int W, int N>
+__global__ void __launch_bounds__(32 * kPairWarps)
+    gemv_pair_n_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, int n, float* y) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int sw = warp % W;
+  const int64_t want = pair_index<W>() * 2;
+  const bool valid = want < m;
+  const int64_t row0 = valid ? want : 0;
+  const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
+  const uint8_t* r0 = w + static_cast<size_t>(row0) * row_bytes;
+  const uint8_t* r1 = w + static_cast<size_t>(row1) * row_bytes;
+  if (valid) pair_prefetch<W>(r0, r1, row_bytes);
+  pdl_launch_dependents();
+  pdl_wait();
+  float acc0[N], acc1[N];
+#pragma unroll
+  for (int x = 0; x < N; ++x) acc0[x] = acc1[x] = 0.0f;
+  const int64_t sbs = a.k / 256;
+  for (int64_t sb = (sw * 32 + lane) / 8; sb < sbs; sb += W * 4)
+    PairN<T>::template dot<N>(r0, r1, sb, a, lane, n, acc0, acc1);
+#pragma unroll
+  for (int x = 0; x < N; ++x) {
+    acc0[x] = warp_total(acc0[x]);
+    acc1[x] = warp_total(acc1[x]);
+  }
+  if constexpr (W > 1) {
+    __shared__ float part[2 * N][kPairWarps];
+    if (lane == 0) {
+#pragma unroll
+      for (int x = 0; x < N; ++x) part[2 * x][warp] = acc0[x], part[2 * x + 1][warp] = acc1[x];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int x = 0; x < N; ++x) {
+      acc0[x] = acc1[x] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        acc0[x] += part[2 * x][warp - sw + i], acc1[x] += part[2 * x + 1][warp - sw + i];
+    }
+  }
+  if (valid && pair_writer<W>()) {
+#pragma unroll
+    for (int x = 0; x < N; ++x) {
+      if (x < n) {
+        y[x * m + row0] = acc0[x];
+        if (row1 != row0) y[x * m + row1] = acc1[x];
+      }
+    }
+  }
+}
+
+// TERN_CUDA_GEMV_BATCH=1: 2 <= n <= 8 takes gemv_pair_n_kernel (not the default until it has
+// been measured against the v2 kernel on the GPU).
+bool batch_pairs_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_BATCH");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+template <TensorType T, int N>
+void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t* w, int64_t m,
+                   size_t row_bytes, const Acts& a, int n, float* y) {
+  const int64_t per = kPairWarps / warps;
+  const dim3 blocks(static_cast<unsigned>((pairs + per - 1) / per));
+  if (warps == 1) {
+    (void)launch_pdl(gemv_pair_n_kernel<T, 1, N>, blocks, 32 * kPairWarps, stream, w, m, row_bytes,
+                     a, n, y);
+  } else if (warps == 2) {
+    (void)launch_pdl(gemv_pair_n_kernel<T, 2, N>, blocks, 32 * kPairWarps, stream, w, m, row_bytes,
+                     a, n, y);
+  } else {
+    (void)launch_pdl(gemv_pair_n_kernel<T, 4, N>, blocks, 32 * kPairWarps, stream, w, m, row_bytes,
+                     a, n, y);
+  }
+}
+
 template <TensorType T, typename... Args>
 void launch_pair(int warps, int64_t pairs, cudaStream_t stream, Args... args) {
   const auto blocks = [&](int w) {
@@ -787,6 +1037,16 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
     if (n == 1 && pair_mode() != 0 && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
       launch_pair<T>(pair_warps(pairs, T), pairs, stream, p, m, row_bytes, a, y);
+      return;
+    }
+    if (n > 1 && batch_pairs_enabled() && pair_type(T, k)) {
+      const int64_t pairs = (m + 1) / 2;
+      const int warps = pair_warps(pairs, T);
+      if (n <= 4) {
+        launch_pair_n<T, 4>(warps, pairs, stream, p, m, row_bytes, a, ni, y);
+      } else {
+        launch_pair_n<T, 8>(warps, pairs, stream, p, m, row_bytes, a, ni, y);
+      }
       return;
     }
   }
