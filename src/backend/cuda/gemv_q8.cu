@@ -19,6 +19,10 @@
 // a block (two rows) has ~4.6 KB of loads outstanding, 8 blocks a multiprocessor. v3.1 picks
 // the warps a pair gets from the shape (pair_warps): Q4_K 12288x4096 11.3 us = 2505 GB/s (59%);
 // the Q4_K_M step's GPU time 3580 -> 3430 us.
+// Batched decode (2 <= n <= 8, several sequences a step): the v2 kernel (a warp a row, x
+// reloaded per row) is the default; 8 sequences gave 1.83x one on Qwen3-8B Q4_K_M (2026-12-04).
+// gemv_pair_n_kernel (row pairs, weights decoded once for all x rows) is behind
+// TERN_CUDA_GEMV_BATCH=1 until it has been measured.
 #include <cstdlib>
 #include <cstring>
 
