@@ -34,7 +34,7 @@ Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t
   so.prefix_cache = false;  // every run starts from nothing
   Scheduler scheduler(*m.model, *m.cache, so);
   std::vector<int64_t> generated(prompts.size(), 0);
-  int64_t started = 0, finished = 0;
+  int64_t started = 0;
   std::optional<Error> failure;
   const auto start = Clock::now();
   auto all_started = start;
@@ -48,7 +48,6 @@ Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t
       return true;
     };
     r.hooks.on_finish = [&](SequenceEnd, const Error* error) {
-      ++finished;
       if (error != nullptr && !failure) failure = *error;
     };
     scheduler.add(std::move(r));
@@ -109,6 +108,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     ModelOptions mo = a->model;
     if (mo.context == 0) mo.context = longest;
     const int64_t most_sequences = *std::max_element(a->parallel.begin(), a->parallel.end());
+    const bool show_sequences = a->parallel.size() > 1 || most_sequences > 1;
     if (mo.follows()) {  // --tp: ranks other than 0 only run rank 0's forward passes
       ctx.exit_code = mo.follow(ctx, most_sequences);
       return;
@@ -131,7 +131,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
       fmt::print("model {} ({} {}), {}{}\n", m.path, m.info.architecture, m.info.quantization,
                  m.device->name(), m.comm ? ", tensor parallel over " + m.comm->name() : "");
       fmt::print("{:>8} {:>8} {:>22} {:>22}{}\n", "prompt", "gen", "prefill tok/s", "decode tok/s",
-                 a->parallel.size() > 1 || most_sequences > 1 ? "  sequences" : "");
+                 show_sequences ? "  sequences" : "");
     }
     for (int64_t seqs : a->parallel) {
       for (int64_t p : a->prompt_tokens) {
@@ -146,8 +146,8 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
           go.ignore_eos = true;
           std::vector<double> prefill, decode;
           for (int r = 0; r <= a->repetitions; ++r) {
+            gen.reset();  // (a batched run: its sequence's KV blocks go back to the pool)
             if (seqs > 1) {
-              gen.reset();  // its sequence's KV blocks go back to the pool
               auto res = run_batched(m, prompts, n);
               if (!res) {
                 ctx.exit_code = report_error(res.error().message);
@@ -158,7 +158,6 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
               if (n > 1) decode.push_back(res->decode_tok_s);
               continue;
             }
-            gen.reset();
             auto res = gen.generate(prompts[0], go);
             if (!res) {
               ctx.exit_code = report_error(res.error().message);
@@ -180,10 +179,9 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
                  {"prefill_tok_s", {{"median", ps.median}, {"min", ps.low}, {"max", ps.high}}},
                  {"decode_tok_s", {{"median", ds.median}, {"min", ds.low}, {"max", ds.high}}}});
           } else {
-            fmt::print(
-                "{:>8} {:>8} {:>9.1f} [{:.1f}-{:.1f}] {:>9.1f} [{:.1f}-{:.1f}]{}\n", p, n,
-                ps.median, ps.low, ps.high, ds.median, ds.low, ds.high,
-                a->parallel.size() > 1 || most_sequences > 1 ? fmt::format("  {:>9}", seqs) : "");
+            fmt::print("{:>8} {:>8} {:>9.1f} [{:.1f}-{:.1f}] {:>9.1f} [{:.1f}-{:.1f}]{}\n", p, n,
+                       ps.median, ps.low, ps.high, ds.median, ds.low, ds.high,
+                       show_sequences ? fmt::format("  {:>9}", seqs) : "");
           }
         }
       }

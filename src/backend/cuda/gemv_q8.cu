@@ -454,6 +454,34 @@ __device__ __forceinline__ void words2(const uint8_t* p, uint32_t& w0, uint32_t&
   w1 = __funnelshift_r(r1, r2, shift);
 }
 
+// Q4_K: the 6-bit scales and mins of sub-blocks 2 c2 and 2 c2 + 1 from the superblock's first
+// 16 bytes (hd: d and dmin, then the 12 packed scale bytes).
+__device__ __forceinline__ void q4k_scales(const int4& hd, int c2, int& sc0, int& sc1, int& m0,
+                                           int& m1) {
+  const uint32_t shift = 16 * (c2 & 1);
+  const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
+  const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
+  const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
+  if (c2 < 2) {
+    sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
+    m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
+  } else {
+    sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
+    sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
+    m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
+    m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
+  }
+}
+
+// Q6_K: four signed 6-bit quants of group g (as bytes) from the low-nibble words of the two
+// 32-byte halves (la, lb) and the high-bit word hb.
+__device__ __forceinline__ int q6k_word(uint32_t la, uint32_t lb, uint32_t hb, int g) {
+  const uint32_t lo = g & 1 ? lb : la;
+  const uint32_t nib = g < 2 ? (lo & 0x0F0F0F0Fu) : ((lo >> 4) & 0x0F0F0F0Fu);
+  const uint32_t hi = ((hb >> (2 * g)) & 0x03030303u) << 4;
+  return static_cast<int>(__vsub4(nib | hi, 0x20202020u));
+}
+
 template <TensorType T>
 struct Pair;
 
@@ -479,20 +507,8 @@ struct Pair<TensorType::Q4_K> {
       const uint32_t dd = static_cast<uint32_t>(hd.x);
       const float d = half_bits_to_float(static_cast<uint16_t>(dd & 0xFFFF));
       const float dmin = half_bits_to_float(static_cast<uint16_t>(dd >> 16));
-      const uint32_t shift = 16 * (c2 & 1);
-      const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
-      const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
-      const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
       int sc0, sc1, m0, m1;
-      if (c2 < 2) {
-        sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
-        m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
-      } else {
-        sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
-        sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
-        m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
-        m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
-      }
+      q4k_scales(hd, c2, sc0, sc1, m0, m1);
       const uint32_t qw[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
                               static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
       const int xa[4] = {x0.x, x0.y, x0.z, x0.w}, xb[4] = {x1.x, x1.y, x1.z, x1.w};
@@ -544,13 +560,8 @@ struct Pair<TensorType::Q6_K> {
       for (int g = 0; g < 4; ++g) {
         int dot = 0;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const uint32_t lo = g & 1 ? lb[i] : la[i];
-          const uint32_t nib = g < 2 ? (lo & 0x0F0F0F0Fu) : ((lo >> 4) & 0x0F0F0F0Fu);
-          const uint32_t hi = ((hb[i] >> (2 * g)) & 0x03030303u) << 4;
-          const int w = static_cast<int>(__vsub4(nib | hi, 0x20202020u));
-          dot = __dp4a(w, i == 0 ? xg[g].x : xg[g].y, dot);
-        }
+        for (int i = 0; i < 2; ++i)
+          dot = __dp4a(q6k_word(la[i], lb[i], hb[i], g), i == 0 ? xg[g].x : xg[g].y, dot);
         // Scale of sub-block hh * 8 + 2 g + (l0 / 16): byte 2 g + (qq >> 1) of the 8.
         const int sbyte = 2 * g + (qq >> 1);
         const uint32_t sw = sbyte < 4 ? s0 : s1;
@@ -789,20 +800,8 @@ struct PairN<TensorType::Q4_K> {
       const uint32_t dd = static_cast<uint32_t>(hd.x);
       const float d = half_bits_to_float(static_cast<uint16_t>(dd & 0xFFFF));
       const float dmin = half_bits_to_float(static_cast<uint16_t>(dd >> 16));
-      const uint32_t shift = 16 * (c2 & 1);
-      const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
-      const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
-      const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
       int sc0, sc1, m0, m1;
-      if (c2 < 2) {
-        sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
-        m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
-      } else {
-        sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
-        sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
-        m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
-        m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
-      }
+      q4k_scales(hd, c2, sc0, sc1, m0, m1);
       qw[r][0] = static_cast<uint32_t>(q.x), qw[r][1] = static_cast<uint32_t>(q.y);
       qw[r][2] = static_cast<uint32_t>(q.z), qw[r][3] = static_cast<uint32_t>(q.w);
       d0[r] = d * static_cast<float>(sc0);
@@ -861,12 +860,7 @@ struct PairN<TensorType::Q6_K> {
 #pragma unroll
       for (int g = 0; g < 4; ++g) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const uint32_t lo = g & 1 ? lb[i] : la[i];
-          const uint32_t nib = g < 2 ? (lo & 0x0F0F0F0Fu) : ((lo >> 4) & 0x0F0F0F0Fu);
-          const uint32_t hi = ((hb[i] >> (2 * g)) & 0x03030303u) << 4;
-          w[r][g][i] = static_cast<int>(__vsub4(nib | hi, 0x20202020u));
-        }
+        for (int i = 0; i < 2; ++i) w[r][g][i] = q6k_word(la[i], lb[i], hb[i], g);
         const int sbyte = 2 * g + (qq >> 1);
         const uint32_t sw = sbyte < 4 ? s0 : s1;
         sc[r][g] = d * static_cast<float>(static_cast<int8_t>((sw >> (8 * (sbyte & 3))) & 0xFF));
