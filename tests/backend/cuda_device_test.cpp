@@ -201,6 +201,53 @@ TEST_F(CudaOps, MatmulEveryTypeAndShapeMatchesTheReference) {
   }
 }
 
+// The n = 1 row-pair products of 16- and 32-bit weights pick one, two or four warps a pair from
+// the number of rows (one once the pairs fill every SM with 32 warps): shapes that take each
+// width, with k leaving a partial run of steps, alone and as a fused gate/up + SiLU.
+TEST_F(CudaOps, FloatRowPairsOfEveryWidthMatchTheReference) {
+  for (TensorType type : {TensorType::BF16, TensorType::F16, TensorType::F32}) {
+    for (int64_t m : {515, 4225, 8449}) {
+      for (int64_t k : {1032, 4104}) {
+        auto wg = testing::random_weights(type, m, k, rng_);
+        auto wu = testing::random_weights(type, m, k, rng_);
+        auto x = random(static_cast<size_t>(k));
+        std::vector<double> sg, su;
+        const auto want_g = reference_matmul(type, wg, m, k, x, 1, sg);
+        const auto want_u = reference_matmul(type, wu, m, k, x, 1, su);
+        Tensor tg = gpu_tensor(wg.data(), wg.size(), type, {k, m, 1, 1});
+        Tensor tu = gpu_tensor(wu.data(), wu.size(), type, {k, m, 1, 1});
+        Tensor gx = gpu_f32(x, {k, 1, 1, 1});
+        const std::string name = fmt::format("{} m{} k{}", tensor_type_info(type).name, m, k);
+        // Alone (the first op queued, so nothing to fuse with).
+        Tensor y = gpu_poisoned({m, 1, 1, 1});
+        ASSERT_TRUE(gpu_->matmul(tg, gx, y).ok());
+        const auto got = read(y);
+        for (int64_t r = 0; r < m; ++r) {
+          const double e = std::fabs(static_cast<double>(got[r]) - want_g[r]) / sg[r];
+          ASSERT_LT(e, 1e-5) << name << " row " << r;
+        }
+        // gate, up, silu(gate) * up: one launch when fusion is on.
+        Tensor g = gpu_poisoned({m, 1, 1, 1}), u = gpu_poisoned({m, 1, 1, 1});
+        gpu_->rms_norm(gx, nullptr, 1e-6f, gx);  // an op before, as in a layer
+        ASSERT_TRUE(gpu_->matmul(tg, gx, g).ok());
+        ASSERT_TRUE(gpu_->matmul(tu, gx, u).ok());
+        gpu_->silu_mul(g, u, g);
+        const auto act = read(g), up = read(u), xn = read(gx);
+        std::vector<double> s2;
+        const auto ng = reference_matmul(type, wg, m, k, xn, 1, s2);
+        const auto nu = reference_matmul(type, wu, m, k, xn, 1, su);
+        for (int64_t r = 0; r < m; ++r) {
+          ASSERT_LT(std::fabs(static_cast<double>(up[r]) - nu[r]) / su[r], 1e-5)
+              << name << " up " << r;
+          const double gv = ng[r], want = gv / (1.0 + std::exp(-gv)) * nu[r];
+          const double scale = (s2[r] + std::fabs(gv)) * (std::fabs(nu[r]) + su[r]) + 1e-30;
+          ASSERT_LT(std::fabs(act[r] - want) / scale, 1e-5) << name << " silu(gate)*up " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, MatmulRejectsBadShapes) {
   auto w = random(64 * 8);
   Tensor gw = gpu_f32(w, {64, 8, 1, 1});
@@ -367,9 +414,9 @@ TEST_F(CudaOps, FusedDecodeOpsEqualTheUnfusedOps) {
 }
 
 TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
-  // q, k and v in one launch and gate and up in another: at least those three fusions.
+  // q, k and v in one launch, gate and up in another with SiLU(gate) * up: at least four fusions.
   using T = TensorType;
-  run_fused_decode_ops({T::BF16, T::BF16, T::BF16, T::BF16, T::BF16}, 3);
+  run_fused_decode_ops({T::BF16, T::BF16, T::BF16, T::BF16, T::BF16}, 4);
 }
 
 // One layer's decode ops (q, k, v; gate, up) with weights of `types`, fused and unfused.

@@ -5,7 +5,8 @@
 # kernels, bench, ab (tern configurations and llama-bench, interleaved), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
 # cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
 # and llama.cpp's llama-bench on the same file, interleaved), files (the Q8_0 and BF16 files),
-# long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), stash and join (a file
+# long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), parallel (8 sequences
+# against one under PARALLEL_CONFIGS), stash and join (a file
 # carried in parts over calls made back to back: tools/cuda/carry_parts.sh; llama-bench is looked for in
 # /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
 # repository holds no script that builds llama.cpp). Logs go to $OUT; a short table is printed
@@ -14,7 +15,13 @@ set -uo pipefail
 OUT=${OUT:-/tmp/tern-out}
 mkdir -p "$OUT" /tmp/tern
 stages=${*:-tests kernels bench}
-tar -xJf .gpu/bundle.tar.xz -C /tmp/tern || exit 1
+# A call that carries no bundle (one carrying parts of a file, say) uses the one an earlier call
+# of this warm machine unpacked.
+if [ -f .gpu/bundle.tar.xz ]; then
+  tar -xJf .gpu/bundle.tar.xz -C /tmp/tern || exit 1
+elif [ ! -x /tmp/tern/bin/tern ]; then
+  echo "no .gpu/bundle.tar.xz carried and none unpacked here" && exit 1
+fi
 T=/tmp/tern
 # cuBLAS from the machine's toolkit (or the pip wheel beside PyTorch).
 libdirs=$T/lib
@@ -36,18 +43,27 @@ if [[ " $stages " == *" stash "* ]]; then
   # Parts of a file too big for one call (tools/cuda/carry_parts.sh), one per call back to back:
   # kept in /tmp/parts; `join` rebuilds /tmp/NAME and checks its sha256 once all have come.
   mkdir -p /tmp/parts
-  for d in .carry*; do [ -f "$d/manifest" ] && cp "$d"/* /tmp/parts/ && cp "$d/manifest" /tmp/parts/manifest; done
+  # Several files may be in flight: each keeps its manifest as NAME.manifest.
+  for d in .carry*; do
+    [ -f "$d/manifest" ] || continue
+    name=$(cut -d' ' -f1 "$d/manifest")
+    cp "$d"/"$name".part* /tmp/parts/ && cp "$d/manifest" "/tmp/parts/$name.manifest"
+  done
   echo "parts kept: $(ls /tmp/parts | grep -c part)" >>"$summary"
 fi
-if [[ " $stages " == *" join "* ]] && [ -f /tmp/parts/manifest ]; then
-  read -r name count sum </tmp/parts/manifest
-  if [ "$(ls /tmp/parts | grep -c "^$name.part")" = "$count" ]; then
-    cat /tmp/parts/"$name".part* >/tmp/"$name"
-    [ "$(sha256sum /tmp/"$name" | cut -d' ' -f1)" = "$sum" ] && echo "joined /tmp/$name" >>"$summary" ||
-      echo "join: /tmp/$name does not match its sha256" >>"$summary"
-  else
-    echo "join: $(ls /tmp/parts | grep -c "^$name.part") of $count parts of $name here" >>"$summary"
-  fi
+if [[ " $stages " == *" join "* ]]; then
+  for manifest in /tmp/parts/*.manifest; do
+    [ -f "$manifest" ] || continue
+    read -r name count sum <"$manifest"
+    [ -e "/tmp/$name" ] && continue
+    if [ "$(ls /tmp/parts | grep -c "^$name.part")" = "$count" ]; then
+      cat /tmp/parts/"$name".part* >/tmp/"$name"
+      [ "$(sha256sum /tmp/"$name" | cut -d' ' -f1)" = "$sum" ] && echo "joined /tmp/$name" >>"$summary" ||
+        { echo "join: /tmp/$name does not match its sha256" >>"$summary"; rm -f "/tmp/$name"; }
+    else
+      echo "join: $(ls /tmp/parts | grep -c "^$name.part") of $count parts of $name here" >>"$summary"
+    fi
+  done
 fi
 if [[ " $stages " == *" tests "* ]]; then
   timeout 240 $T/bin/cuda_device_test >"$OUT/ops.log" 2>&1
@@ -66,6 +82,14 @@ if [[ " $stages " == *" tests "* ]]; then
     >"$OUT/ops-batch.log" 2>&1
   echo "cuda_device_test Matmul with TERN_CUDA_GEMV_BATCH=1 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-batch.log" | head -10 >>"$summary"
+  # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
+  # fused gate/up + activation against the reference with each.
+  for v in ${FGEMV_VARIANTS:-5 15}; do
+    TERN_CUDA_FGEMV=$v timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*:*Fused*' \
+      >"$OUT/ops-fgemv$v.log" 2>&1
+    echo "cuda_device_test Matmul/Fused with TERN_CUDA_FGEMV=$v rc=$?" >>"$summary"
+    grep -E "Failure|FAILED" "$OUT/ops-fgemv$v.log" | head -10 >>"$summary"
+  done
   grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
   # Real model files (REAL_MODELS, ':'-separated), GPU against CPU: greedy continuations, logits.
@@ -128,6 +152,21 @@ if [[ " $stages " == *" long "* ]]; then
       -p 0 -n 128 -d 16384 -r 2 >"$OUT/long-llama-16k.log" 2>&1
     echo "llama-bench tg128@d16384 rc=$?: $(grep '^| [a-z]' "$OUT/long-llama-16k.log" | grep -v model)" >>"$summary"
   fi
+fi
+if [[ " $stages " == *" parallel "* ]]; then
+  # 8 sequences batched against one (MODEL), for each configuration of PARALLEL_CONFIGS (as
+  # AB_CONFIGS below; default: the batched row-pair GEMV off, then on).
+  model=${MODEL:-/tmp/q4km.gguf}
+  IFS=';' read -ra pconfigs <<<"${PARALLEL_CONFIGS:--;TERN_CUDA_GEMV_BATCH=1}"
+  for c in "${pconfigs[@]}"; do
+    envs=()
+    [ "$c" != "-" ] && read -ra envs <<<"$c"
+    log="$OUT/parallel-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+    env "${envs[@]}" timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 \
+      --parallel 1 --parallel 8 >"$log" 2>&1
+    echo "tern --parallel 1 / 8 [$c] rc=$?" >>"$summary"
+    grep -E '^ +512 ' "$log" >>"$summary"
+  done
 fi
 if [[ " $stages " == *" profile "* ]]; then
   # Decode steps after a 512-token prompt (ncu profiles each kernel node of the replayed graphs

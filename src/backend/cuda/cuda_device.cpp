@@ -935,6 +935,17 @@ void CudaDevice::add_weighted_rows(const Tensor& src, std::span<const int32_t> r
 bool CudaDevice::fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
                           std::initializer_list<uint64_t> signature) {
   OpInfo* last = queued_info();
+  if (last != nullptr && last->kind == OpInfo::kFloatGemv && last->floats.count == 2 &&
+      last->floats.y[0] == g && last->floats.y[1] == up && last->floats.m[0] == n &&
+      last->floats.m[1] == n) {
+    // F32/F16/BF16 gate and up: pair r is gate row r and up row r; one launch writes the product.
+    OpInfo i = *last;
+    i.floats.glu = gelu ? 2 : 1;
+    i.floats.out = out;
+    i.kind = OpInfo::kOther;  // nothing to fuse into a gated activation
+    fuse_into(infos_.size() - 1, signature, float_gemv_launch(i), i);
+    return true;
+  }
   if (last == nullptr || last->kind != OpInfo::kGemv || last->multi.count != 2) return false;
   const auto& gm = last->multi.mats[0];
   const auto& um = last->multi.mats[1];

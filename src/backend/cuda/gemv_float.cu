@@ -105,8 +105,15 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 
 // Row pairs (n = 1, k % 8 == 0; 2026-12-04): two weight rows share each activation load (F32
 // activations are twice the bytes of 16-bit weights), W warps a pair (W = 1: the warp streams
-// both rows alone, 4 steps of 256 elements in flight; W = 2 or 4: the pair's warps split k and
-// add up in shared memory), chosen from the shape as gemv_q8's pairs are.
+// both rows alone, U steps of 256 elements in flight; W = 2 or 4: the pair's warps split k and
+// add up in shared memory), chosen from the shape as gemv_q8's pairs are. For a gated MLP the
+// pair is gate row r and up row r, and the kernel writes act(gate) * up as well.
+// Variants (TERN_CUDA_FGEMV, a bit mask, for A/B runs on the GPU; 0 = the 2026-12-04 kernel):
+//   1: weights loaded with ld.global.nc.L1::no_allocate.L2::256B (streamed past L1, which keeps
+//      x, with a 256-byte L2 fetch); 2: only the blocks of the first wave prefetch their rows
+//      into L2 before pdl_wait (later blocks would request every line twice); 4: runs of steps
+//      whose loads are all issued before the first product (4 steps for W = 1, 2 otherwise: 8
+//      or 4 16-byte loads a lane in flight); 8 (with 4): runs twice as long.
 constexpr int kPairWarps = 4;
 
 // The matrices of one launch (one for a lone product; q, k, v or gate, up fused), each
@@ -117,51 +124,162 @@ struct PairMats {
   float* y[kMaxGemvFloatMulti];
   int64_t ends[kMaxGemvFloatMulti];
   int count;
+  int glu;                  // GemvFloatMulti::glu: pair r = gate row r and up row r
+  float* out;               // act(gate) * up when glu
+  int64_t prefetch_blocks;  // blocks [0, prefetch_blocks) prefetch their rows before the wait
 };
 
 static_assert(kMaxGemvFloatMulti == 3, "gemv_fpair_kernel picks among three matrices");
 
-template <TensorType T, int W>
+// 16 bytes of weights that no kernel writes: through the read-only path, optionally streamed
+// past L1 with a 256-byte L2 fetch.
+template <bool Stream>
+__device__ __forceinline__ uint4 load_weights16(const void* p) {
+  if constexpr (Stream) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+  } else {
+    return __ldg(static_cast<const uint4*>(p));
+  }
+}
+
+// The 16 (F16/BF16) or 32 (F32) bytes of 8 consecutive weights, as loaded.
+template <TensorType T>
+struct Raw8 {
+  uint4 q[T == TensorType::F32 ? 2 : 1];
+};
+
+// Elements [e, e + 8) of a row (16-byte aligned for 16-bit types, 32 for F32).
+template <TensorType T, bool Stream>
+__device__ __forceinline__ Raw8<T> load_raw8(const char* row, int64_t e) {
+  Raw8<T> r;
+  if constexpr (T == TensorType::F32) {
+    r.q[0] = load_weights16<Stream>(row + e * 4);
+    r.q[1] = load_weights16<Stream>(row + e * 4 + 16);
+  } else {
+    r.q[0] = load_weights16<Stream>(row + e * 2);
+  }
+  return r;
+}
+
+template <TensorType T>
+__device__ __forceinline__ void unpack8(const Raw8<T>& r, float (&v)[8]) {
+  if constexpr (T == TensorType::F32) {
+    const uint32_t words[8] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w,
+                               r.q[1].x, r.q[1].y, r.q[1].z, r.q[1].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(words[i]);
+  } else {
+    const uint32_t words[4] = {r.q[0].x, r.q[0].y, r.q[0].z, r.q[0].w};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      if constexpr (T == TensorType::F16) {
+        v[2 * p] = half_bits_to_float(static_cast<uint16_t>(words[p] & 0xFFFF));
+        v[2 * p + 1] = half_bits_to_float(static_cast<uint16_t>(words[p] >> 16));
+      } else {
+        v[2 * p] = __uint_as_float(words[p] << 16);
+        v[2 * p + 1] = __uint_as_float(words[p] & 0xFFFF0000u);
+      }
+    }
+  }
+}
+
+// acc0 += row a's 8 weights . x[e, e + 8), acc1 likewise for row b.
+template <TensorType T>
+__device__ __forceinline__ void dot8_pair(const Raw8<T>& a, const Raw8<T>& b, const float* x,
+                                          int64_t e, float& acc0, float& acc1) {
+  float v0[8], v1[8];
+  unpack8<T>(a, v0);
+  unpack8<T>(b, v1);
+  const float4* xp = reinterpret_cast<const float4*>(x + e);
+  const float4 p = __ldg(xp), q = __ldg(xp + 1);
+  const float xs[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    acc0 += v0[i] * xs[i];
+    acc1 += v1[i] * xs[i];
+  }
+}
+
+__device__ __forceinline__ float gated(int glu, float g, float u) {
+  if (glu == 2) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
+  }
+  return g / (1.0f + expf(-g)) * u;
+}
+
+template <TensorType T, int W, bool Stream, int Runs>
 __global__ void __launch_bounds__(32 * kPairWarps)
     gemv_fpair_kernel(const PairMats mats, int64_t k, const float* x) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int sw = warp % W;
+  constexpr int64_t kElem = T == TensorType::F32 ? 4 : 2;
   // Constant indices only: a dynamic index into the parameters puts a copy of them on every
   // thread's stack (104 bytes of local memory a thread: measured 2026-12-04, BF16 step
   // 6.8 -> 7.5 ms).
   const auto block = static_cast<int64_t>(blockIdx.x);
-  const int mi = (mats.count > 1 && block >= mats.ends[0] ? 1 : 0) +
-                 (mats.count > 2 && block >= mats.ends[1] ? 1 : 0);
-  const int64_t first = mi == 0 ? 0 : mi == 1 ? mats.ends[0] : mats.ends[1];
-  const void* w = mi == 0 ? mats.w[0] : mi == 1 ? mats.w[1] : mats.w[2];
-  const int64_t m = mi == 0 ? mats.m[0] : mi == 1 ? mats.m[1] : mats.m[2];
-  float* y = mi == 0 ? mats.y[0] : mi == 1 ? mats.y[1] : mats.y[2];
-  const int64_t want = ((block - first) * (kPairWarps / W) + warp / W) * 2;
-  const bool valid = want < m;
-  const int64_t row0 = valid ? want : 0;
-  const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
-  constexpr int64_t kElem = T == TensorType::F32 ? 4 : 2;
-  if (valid) {
-    const char* base = static_cast<const char*>(w);
-    if (sw == 0) prefetch_l2(base + row0 * k * kElem, static_cast<size_t>(k * kElem), lane);
-    if (sw == (W > 1 ? 1 : 0) && row1 != row0)
-      prefetch_l2(base + row1 * k * kElem, static_cast<size_t>(k * kElem), lane);
+  const char *row_a, *row_b;
+  int64_t ra, rb;
+  bool valid;
+  float* y = nullptr;
+  if (mats.glu != 0) {
+    const int64_t pair = block * (kPairWarps / W) + warp / W;
+    valid = pair < mats.m[0];
+    ra = rb = valid ? pair : 0;
+    row_a = static_cast<const char*>(mats.w[0]) + ra * k * kElem;
+    row_b = static_cast<const char*>(mats.w[1]) + rb * k * kElem;
+  } else {
+    const int mi = (mats.count > 1 && block >= mats.ends[0] ? 1 : 0) +
+                   (mats.count > 2 && block >= mats.ends[1] ? 1 : 0);
+    const int64_t first = mi == 0 ? 0 : mi == 1 ? mats.ends[0] : mats.ends[1];
+    const void* w = mi == 0 ? mats.w[0] : mi == 1 ? mats.w[1] : mats.w[2];
+    const int64_t m = mi == 0 ? mats.m[0] : mi == 1 ? mats.m[1] : mats.m[2];
+    y = mi == 0 ? mats.y[0] : mi == 1 ? mats.y[1] : mats.y[2];
+    const int64_t want = ((block - first) * (kPairWarps / W) + warp / W) * 2;
+    valid = want < m;
+    ra = valid ? want : 0;
+    rb = ra + 1 < m ? ra + 1 : ra;
+    row_a = static_cast<const char*>(w) + ra * k * kElem;
+    row_b = static_cast<const char*>(w) + rb * k * kElem;
+  }
+  if (valid && block < mats.prefetch_blocks) {
+    if (sw == 0) prefetch_l2(row_a, static_cast<size_t>(k * kElem), lane);
+    if (sw == (W > 1 ? 1 : 0) && row_b != row_a)
+      prefetch_l2(row_b, static_cast<size_t>(k * kElem), lane);
   }
   pdl_launch_dependents();
   pdl_wait();
   float acc0 = 0.0f, acc1 = 0.0f;
+  constexpr int64_t kStep = W * 256;  // elements a pair's warps cover per step
+  int64_t e = (sw * 32 + lane) * 8;
+  if constexpr (Runs == 0) {
+    // The 2026-12-04 loop: the bound is checked every step, so the compiler issues one step's
+    // loads at a time.
 #pragma unroll(W == 1 ? 4 : 2)
-  for (int64_t e = (sw * 32 + lane) * 8; e < k; e += W * 256) {
-    float v0[8], v1[8];
-    load8<T>(w, row0 * k + e, v0);
-    load8<T>(w, row1 * k + e, v1);
-    const float4* xp = reinterpret_cast<const float4*>(x + e);
-    const float4 a = __ldg(xp), b = __ldg(xp + 1);
-    const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    for (; e < k; e += kStep) {
+      const Raw8<T> a = load_raw8<T, Stream>(row_a, e), b = load_raw8<T, Stream>(row_b, e);
+      dot8_pair<T>(a, b, x, e, acc0, acc1);
+    }
+  } else {
+    // Runs of `Runs` steps with every weight load of the run issued before the first product:
+    // 2 * Runs 16-byte loads a lane in flight; then the steps left over one at a time.
+    for (; e + (Runs - 1) * kStep < k; e += Runs * kStep) {
+      Raw8<T> a[Runs], b[Runs];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      acc0 += v0[i] * xs[i];
-      acc1 += v1[i] * xs[i];
+      for (int r = 0; r < Runs; ++r) {
+        a[r] = load_raw8<T, Stream>(row_a, e + r * kStep);
+        b[r] = load_raw8<T, Stream>(row_b, e + r * kStep);
+      }
+#pragma unroll
+      for (int r = 0; r < Runs; ++r) dot8_pair<T>(a[r], b[r], x, e + r * kStep, acc0, acc1);
+    }
+    for (; e < k; e += kStep) {
+      const Raw8<T> a = load_raw8<T, Stream>(row_a, e), b = load_raw8<T, Stream>(row_b, e);
+      dot8_pair<T>(a, b, x, e, acc0, acc1);
     }
   }
 #pragma unroll
@@ -181,8 +299,14 @@ __global__ void __launch_bounds__(32 * kPairWarps)
     for (int i = 0; i < W; ++i) acc0 += part[0][warp - sw + i], acc1 += part[1][warp - sw + i];
   }
   if (valid && threadIdx.x % (32 * W) == 0) {
-    y[row0] = acc0;
-    if (row1 != row0) y[row1] = acc1;
+    if (mats.glu != 0) {
+      mats.y[0][ra] = acc0;
+      mats.y[1][ra] = acc1;
+      mats.out[ra] = gated(mats.glu, acc0, acc1);
+    } else {
+      y[ra] = acc0;
+      if (rb != ra) y[rb] = acc1;
+    }
   }
 }
 
@@ -194,41 +318,98 @@ bool fpair_enabled() {
   return on;
 }
 
-int fpair_warps(int64_t pairs) {
-  static const int64_t target = [] {
-    int device = 0, sms = 132;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      sms = 132;
-    }
-    return static_cast<int64_t>(sms) * 32;
+int fpair_variant() {
+  static const int bits = [] {
+    const char* v = std::getenv("TERN_CUDA_FGEMV");
+    return v == nullptr ? 0 : std::atoi(v) & 15;
   }();
+  return bits;
+}
+
+int multiprocessors() {
+  static const int sms = [] {
+    int device = 0, n = 132;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 132;
+    }
+    return n;
+  }();
+  return sms;
+}
+
+int fpair_warps(int64_t pairs) {
+  const int64_t target = static_cast<int64_t>(multiprocessors()) * 32;
   return pairs >= target ? 1 : 2 * pairs >= target ? 2 : kPairWarps;
+}
+
+// Blocks of the kernel that fit on the GPU at once: the first wave.
+template <TensorType T, int W, bool Stream, int Runs>
+int64_t first_wave_blocks() {
+  static const int64_t blocks = [] {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, gemv_fpair_kernel<T, W, Stream, Runs>, 32 * kPairWarps, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      per_sm = 16;
+    }
+    return static_cast<int64_t>(per_sm) * multiprocessors();
+  }();
+  return blocks;
+}
+
+template <TensorType T, int W, bool Stream, int Runs>
+void launch_pair_kernel(PairMats mats, int64_t blocks, int64_t k, const float* x,
+                        cudaStream_t stream) {
+  mats.prefetch_blocks = fpair_variant() & 2 ? first_wave_blocks<T, W, Stream, Runs>() : INT64_MAX;
+  (void)launch_pdl(gemv_fpair_kernel<T, W, Stream, Runs>, dim3(static_cast<unsigned>(blocks)),
+                   32 * kPairWarps, stream, mats, k, x);
+}
+
+template <TensorType T, int W, bool Stream>
+void launch_pair_runs(const PairMats& mats, int64_t blocks, int64_t k, const float* x,
+                      cudaStream_t stream) {
+  constexpr int kRuns = W == 1 ? 4 : 2;
+  const int v = fpair_variant();
+  if (!(v & 4)) return launch_pair_kernel<T, W, Stream, 0>(mats, blocks, k, x, stream);
+  if (v & 8) return launch_pair_kernel<T, W, Stream, 2 * kRuns>(mats, blocks, k, x, stream);
+  launch_pair_kernel<T, W, Stream, kRuns>(mats, blocks, k, x, stream);
+}
+
+template <TensorType T, int W>
+void launch_pair_variant(const PairMats& mats, int64_t blocks, int64_t k, const float* x,
+                         cudaStream_t stream) {
+  if (fpair_variant() & 1) return launch_pair_runs<T, W, true>(mats, blocks, k, x, stream);
+  launch_pair_runs<T, W, false>(mats, blocks, k, x, stream);
 }
 
 // Row pairs of every matrix in one launch; the warps a pair from all the launch's pairs.
 template <TensorType T>
 void launch_pairs(const GemvFloatMulti& g, int64_t k, const float* x, cudaStream_t stream) {
-  int64_t pairs = 0;
-  for (int i = 0; i < g.count; ++i) pairs += (g.m[i] + 1) / 2;
-  const int warps = fpair_warps(pairs);
-  const int64_t per = kPairWarps / warps;
   PairMats mats{};
   mats.count = g.count;
+  mats.glu = g.glu;
+  mats.out = g.out;
+  int64_t pairs = 0;
+  if (g.glu != 0) {
+    pairs = g.m[0];
+  } else {
+    for (int i = 0; i < g.count; ++i) pairs += (g.m[i] + 1) / 2;
+  }
+  const int warps = fpair_warps(pairs);
+  const int64_t per = kPairWarps / warps;
   int64_t blocks = 0;
   for (int i = 0; i < g.count; ++i) {
     mats.w[i] = g.w[i];
     mats.m[i] = g.m[i];
     mats.y[i] = g.y[i];
-    blocks += ((g.m[i] + 1) / 2 + per - 1) / per;
+    if (g.glu == 0 || i == 0) blocks += ((g.glu != 0 ? g.m[i] : (g.m[i] + 1) / 2) + per - 1) / per;
     mats.ends[i] = blocks;
   }
-  auto* kernel = warps == 1   ? gemv_fpair_kernel<T, 1>
-                 : warps == 2 ? gemv_fpair_kernel<T, 2>
-                              : gemv_fpair_kernel<T, 4>;
-  (void)launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), 32 * kPairWarps, stream, mats, k,
-                   x);
+  if (warps == 1) return launch_pair_variant<T, 1>(mats, blocks, k, x, stream);
+  if (warps == 2) return launch_pair_variant<T, 2>(mats, blocks, k, x, stream);
+  launch_pair_variant<T, kPairWarps>(mats, blocks, k, x, stream);
 }
 
 template <TensorType T>
@@ -285,6 +466,8 @@ bool gemv_float_multi_supported(TensorType type, int64_t k) {
 cudaError_t gemv_float_multi(const GemvFloatMulti& g, int64_t k, const float* x,
                              cudaStream_t stream) {
   if (g.count < 1 || g.count > kMaxGemvFloatMulti || !gemv_float_multi_supported(g.type, k))
+    return cudaErrorInvalidValue;
+  if (g.glu != 0 && (g.glu > 2 || g.count != 2 || g.m[0] != g.m[1] || g.out == nullptr))
     return cudaErrorInvalidValue;
   switch (g.type) {
     case TensorType::F32:

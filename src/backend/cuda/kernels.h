@@ -39,6 +39,10 @@ struct GemvFloatMulti {
   int64_t m[kMaxGemvFloatMulti] = {};
   float* y[kMaxGemvFloatMulti] = {};
   int count = 0;
+  // Gated activation (count == 2, w[0] gate and w[1] up of m[0] rows each): out = act(gate . x)
+  // * (up . x), the two products still written to y[0] and y[1]. 0: none, 1: SiLU, 2: GELU (tanh).
+  int glu = 0;
+  float* out = nullptr;
 };
 bool gemv_float_multi_supported(TensorType type, int64_t k);
 cudaError_t gemv_float_multi(const GemvFloatMulti& g, int64_t k, const float* x,
