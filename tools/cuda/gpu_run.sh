@@ -155,9 +155,9 @@ if [[ " $stages " == *" long "* ]]; then
 fi
 if [[ " $stages " == *" parallel "* ]]; then
   # 8 sequences batched against one (MODEL), for each configuration of PARALLEL_CONFIGS (as
-  # AB_CONFIGS below; default: the batched row-pair GEMV off, then on).
+  # AB_CONFIGS below; default: the batched row-pair GEMV, then the v2 kernel).
   model=${MODEL:-/tmp/q4km.gguf}
-  IFS=';' read -ra pconfigs <<<"${PARALLEL_CONFIGS:--;TERN_CUDA_GEMV_BATCH=1}"
+  IFS=';' read -ra pconfigs <<<"${PARALLEL_CONFIGS:--;TERN_CUDA_GEMV_BATCH=0}"
   for c in "${pconfigs[@]}"; do
     envs=()
     [ "$c" != "-" ] && read -ra envs <<<"$c"
@@ -165,7 +165,7 @@ if [[ " $stages " == *" parallel "* ]]; then
     env "${envs[@]}" timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 \
       --parallel 1 --parallel 8 >"$log" 2>&1
     echo "tern --parallel 1 / 8 [$c] rc=$?" >>"$summary"
-    grep -E '^ +512 ' "$log" >>"$summary"
+    grep -E '^ +512 |steps of' "$log" >>"$summary"
   done
 fi
 if [[ " $stages " == *" profile "* ]]; then

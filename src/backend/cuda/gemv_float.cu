@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 //      x, with a 256-byte L2 fetch); 2: only the blocks of the first wave prefetch their rows
 //      into L2 before pdl_wait (later blocks would request every line twice); 4: runs of steps
 //      whose loads are all issued before the first product (4 steps for W = 1, 2 otherwise: 8
-//      or 4 16-byte loads a lane in flight); 8 (with 4): runs twice as long.
+//      or 4 16-byte loads a lane in flight); 8 (with 4): runs twice as long; 16: no L2
+//      prefetch at all. TERN_CUDA_FPAIR_W forces the warps a pair.
 constexpr int kPairWarps = 4;
 
 // The matrices of one launch (one for a lone product; q, k, v or gate, up fused), each
@@ -321,7 +322,7 @@ bool fpair_enabled() {
 int fpair_variant() {
   static const int bits = [] {
     const char* v = std::getenv("TERN_CUDA_FGEMV");
-    return v == nullptr ? 0 : std::atoi(v) & 15;
+    return v == nullptr ? 0 : std::atoi(v) & 31;
   }();
   return bits;
 }
@@ -340,6 +341,13 @@ int multiprocessors() {
 }
 
 int fpair_warps(int64_t pairs) {
+  // TERN_CUDA_FPAIR_W=1, 2 or 4 forces the warps a pair (A/B runs).
+  static const int forced = [] {
+    const char* v = std::getenv("TERN_CUDA_FPAIR_W");
+    const int w = v == nullptr ? 0 : std::atoi(v);
+    return w == 1 || w == 2 || w == 4 ? w : 0;
+  }();
+  if (forced != 0) return forced;
   const int64_t target = static_cast<int64_t>(multiprocessors()) * 32;
   return pairs >= target ? 1 : 2 * pairs >= target ? 2 : kPairWarps;
 }
@@ -362,7 +370,9 @@ int64_t first_wave_blocks() {
 template <TensorType T, int W, bool Stream, int Runs>
 void launch_pair_kernel(PairMats mats, int64_t blocks, int64_t k, const float* x,
                         cudaStream_t stream) {
-  mats.prefetch_blocks = fpair_variant() & 2 ? first_wave_blocks<T, W, Stream, Runs>() : INT64_MAX;
+  mats.prefetch_blocks = fpair_variant() & 16  ? 0
+                         : fpair_variant() & 2 ? first_wave_blocks<T, W, Stream, Runs>()
+                                               : INT64_MAX;
   (void)launch_pdl(gemv_fpair_kernel<T, W, Stream, Runs>, dim3(static_cast<unsigned>(blocks)),
                    32 * kPairWarps, stream, mats, k, x);
 }
