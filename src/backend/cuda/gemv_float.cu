@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 // both rows alone, U steps of 256 elements in flight; W = 2 or 4: the pair's warps split k and
 // add up in shared memory), chosen from the shape as gemv_q8's pairs are. For a gated MLP the
 // pair is gate row r and up row r, and the kernel writes act(gate) * up as well.
-// Variants (TERN_CUDA_FGEMV, a bit mask, for A/B runs on the GPU; 0 = the 2026-12-04 kernel):
+// Variants (TERN_CUDA_FGEMV, a bit mask, for A/B runs on the GPU; 0 = the 2026-12-04 kernel,
+// kDefaultFpairVariant below otherwise):
 //   1: weights loaded with ld.global.nc.L1::no_allocate.L2::256B (streamed past L1, which keeps
 //      x, with a 256-byte L2 fetch); 2: only the blocks of the first wave prefetch their rows
 //      into L2 before pdl_wait (later blocks would request every line twice); 4: runs of steps
@@ -319,10 +320,16 @@ bool fpair_enabled() {
   return on;
 }
 
+// The default (2026-12-05, H200, Qwen3-8B BF16 decode step GPU time): streamed loads, runs of
+// 8 (W = 1) or 4 steps of loads, no L2 prefetch: 6195 us with the 2026-12-04 kernel (0), 6072
+// streamed (1), 6159 with runs (4), 5759-5807 with all but the prefetch change (15), 4969-4971
+// without any prefetch (31; 29 is the same kernel).
+constexpr int kDefaultFpairVariant = 1 | 4 | 8 | 16;
+
 int fpair_variant() {
   static const int bits = [] {
     const char* v = std::getenv("TERN_CUDA_FGEMV");
-    return v == nullptr ? 0 : std::atoi(v) & 31;
+    return v == nullptr ? kDefaultFpairVariant : std::atoi(v) & 31;
   }();
   return bits;
 }
