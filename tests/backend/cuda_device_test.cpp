@@ -201,9 +201,10 @@ TEST_F(CudaOps, MatmulEveryTypeAndShapeMatchesTheReference) {
   }
 }
 
-// The n = 1 row-pair products of 16- and 32-bit weights pick one, two or four warps a pair from
-// the number of rows (one once the pairs fill every SM with 32 warps): shapes that take each
-// width, with k leaving a partial run of steps, alone and as a fused gate/up + SiLU.
+// The n = 1 row-pair products of 16- and 32-bit weights: four warps a pair by default; with
+// TERN_CUDA_FPAIR_W=0 one, two or four from the number of rows (one once the pairs fill every SM
+// with 32 warps; tools/cuda/gpu_run.sh runs this test that way too). Shapes that take each width
+// there, with k leaving a partial run of steps, alone and as a fused gate/up + SiLU.
 TEST_F(CudaOps, FloatRowPairsOfEveryWidthMatchTheReference) {
   for (TensorType type : {TensorType::BF16, TensorType::F16, TensorType::F32}) {
     for (int64_t m : {515, 4225, 8449}) {

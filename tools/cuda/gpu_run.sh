@@ -90,6 +90,10 @@ if [[ " $stages " == *" tests "* ]]; then
     echo "cuda_device_test Matmul/Fused with TERN_CUDA_FGEMV=$v rc=$?" >>"$summary"
     grep -E "Failure|FAILED" "$OUT/ops-fgemv$v.log" | head -10 >>"$summary"
   done
+  # The row pairs' warps picked from the shape (the default is four for every shape).
+  TERN_CUDA_FPAIR_W=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Float*:*Fused*' \
+    >"$OUT/ops-fpair-shape.log" 2>&1
+  echo "cuda_device_test Float/Fused with TERN_CUDA_FPAIR_W=0 rc=$?" >>"$summary"
   grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
   # Real model files (REAL_MODELS, ':'-separated), GPU against CPU: greedy continuations, logits.

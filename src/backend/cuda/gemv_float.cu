@@ -11,7 +11,8 @@
 // GPU): 6.1 ms, ~2.7 TB/s (63%): 157 tok/s vs llama.cpp 199 (0.79x).
 // 2026-12-05 (copy roofline 4266 GB/s): gate/up + SiLU in one launch, then streamed loads in
 // runs and no whole-row L2 prefetch before the PDL wait (kDefaultFpairVariant): step GPU time
-// 6195 -> 4970 us, ~3.3 TB/s over the whole step (77%): 196 tok/s vs llama.cpp 201.5 (0.97x).
+// 6195 -> 4970 us, ~3.3 TB/s over the whole step (77%): 196 tok/s vs llama.cpp 201.5 (0.97x);
+// four warps a pair for every shape: 4752 us, ~3.45 TB/s (81%): 206 tok/s vs 201.3-202.1 (1.02x).
 #include <cstdlib>
 #include <cstring>
 
@@ -351,10 +352,13 @@ int multiprocessors() {
 }
 
 int fpair_warps(int64_t pairs) {
-  // TERN_CUDA_FPAIR_W=1, 2 or 4 forces the warps a pair (A/B runs).
+  // Four warps a pair for every shape (2026-12-05, H200, Qwen3-8B BF16 decode step with the
+  // default variant: GPU 4917 us with the warps picked from the shape as gemv_q8 does, 4752 with
+  // four everywhere, 4843 with two). TERN_CUDA_FPAIR_W=1, 2 or 4 forces a width, =0 picks it
+  // from the shape (A/B runs).
   static const int forced = [] {
     const char* v = std::getenv("TERN_CUDA_FPAIR_W");
-    const int w = v == nullptr ? 0 : std::atoi(v);
+    const int w = v == nullptr ? kPairWarps : std::atoi(v);
     return w == 1 || w == 2 || w == 4 ? w : 0;
   }();
   if (forced != 0) return forced;
