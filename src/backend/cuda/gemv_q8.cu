@@ -38,6 +38,10 @@ struct Acts {
   const float* d;    // [n, k / 32]
   const float* s;    // [n, k / 32]
   int64_t k;
+  // The row-pair kernels prefetch their rows into L2 before the PDL wait. TERN_CUDA_GEMV_PREFETCH=0
+  // turns that off for A/B runs (dropping the same prefetch from the F32/F16/BF16 pairs took the
+  // BF16 decode step from 5.8 to 5.0 ms on 2026-12-05; not yet measured for these kernels).
+  int prefetch = 1;
 };
 
 __device__ __forceinline__ uint32_t u16x2(const uint8_t* p) {
@@ -701,7 +705,7 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
   const uint8_t* r0 = w + static_cast<size_t>(row0) * row_bytes;
   const uint8_t* r1 = w + static_cast<size_t>(row1) * row_bytes;
-  if (valid) pair_prefetch<W>(r0, r1, row_bytes);
+  if (valid && a.prefetch) pair_prefetch<W>(r0, r1, row_bytes);
   pdl_launch_dependents();
   pdl_wait();
   float t0, t1;
@@ -722,7 +726,7 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   const uint8_t* r0 =
       static_cast<const uint8_t*>(gate.w) + static_cast<size_t>(row) * gate.row_bytes;
   const uint8_t* r1 = static_cast<const uint8_t*>(up.w) + static_cast<size_t>(row) * up.row_bytes;
-  if (valid) pair_prefetch<W>(r0, r1, gate.row_bytes);
+  if (valid && a.prefetch) pair_prefetch<W>(r0, r1, gate.row_bytes);
   pdl_launch_dependents();
   pdl_wait();
   float g, u;
@@ -758,7 +762,7 @@ __global__ void __launch_bounds__(32 * kPairWarps) gemv_pair_multi_kernel(GemvQ8
       static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row0) * mat.row_bytes;
   const uint8_t* r1 =
       static_cast<const uint8_t*>(mat.w) + static_cast<size_t>(row1) * mat.row_bytes;
-  if (valid) pair_prefetch<W>(r0, r1, mat.row_bytes);
+  if (valid && a.prefetch) pair_prefetch<W>(r0, r1, mat.row_bytes);
   pdl_launch_dependents();
   pdl_wait();
   float t0, t1;
@@ -941,7 +945,7 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   const int64_t row1 = row0 + 1 < m ? row0 + 1 : row0;
   const uint8_t* r0 = w + static_cast<size_t>(row0) * row_bytes;
   const uint8_t* r1 = w + static_cast<size_t>(row1) * row_bytes;
-  if (valid) pair_prefetch<W>(r0, r1, row_bytes);
+  if (valid && a.prefetch) pair_prefetch<W>(r0, r1, row_bytes);
   pdl_launch_dependents();
   pdl_wait();
   float acc0[N], acc1[N];
@@ -1088,6 +1092,11 @@ Acts acts(const void* xq, int64_t n, int64_t k) {
   a.d = reinterpret_cast<const float*>(a.qs + (static_cast<size_t>(n * k) + 15) / 16 * 16);
   a.s = a.d + n * (k / 32);
   a.k = k;
+  static const int prefetch = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_PREFETCH");
+    return v == nullptr || std::strcmp(v, "0") != 0 ? 1 : 0;
+  }();
+  a.prefetch = prefetch;
   return a;
 }
 }  // namespace
