@@ -82,6 +82,11 @@ if [[ " $stages " == *" tests "* ]]; then
     >"$OUT/ops-batch.log" 2>&1
   echo "cuda_device_test Matmul with TERN_CUDA_GEMV_BATCH=1 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-batch.log" | head -10 >>"$summary"
+  # The int8 tensor-core Q4_K product for 2 <= n <= 8 (gemv_mma.cu, behind its flag).
+  TERN_CUDA_GEMV_MMA=1 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*:*Fused*' \
+    >"$OUT/ops-mma.log" 2>&1
+  echo "cuda_device_test Matmul with TERN_CUDA_GEMV_MMA=1 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED|Q4_K" "$OUT/ops-mma.log" | head -10 >>"$summary"
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.
   for v in ${FGEMV_VARIANTS:-5 15}; do

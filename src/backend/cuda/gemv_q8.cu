@@ -1041,6 +1041,10 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
       launch_pair<T>(pair_warps(pairs, T), pairs, stream, p, m, row_bytes, a, y);
       return;
     }
+    if (n > 1 && gemv_mma_enabled(T, k)) {
+      (void)gemv_mma_q4k(p, m, k, a.qs, a.d, a.s, n, y, stream);
+      return;
+    }
     if (n > 1 && batch_pairs_enabled() && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
       const int warps = pair_warps(pairs, T);

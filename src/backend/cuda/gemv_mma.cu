@@ -1,0 +1,147 @@
+// gemv_mma: Q4_K products of 2 <= n <= 8 activation rows (several sequences a decode step) on the
+// int8 tensor cores, mma.sync.m16n8k32.s8: a warp multiplies 16 weight rows (the 4-bit quants
+// unpacked to bytes, one 32-element sub-block a step) by the 8-bit activations of up to 8 rows,
+// then scales each int32 product by the sub-block's scale and the activation block's scale and
+// subtracts the min term, as gemv_q8's dp4a kernels do. Activations come quantized per 32
+// (quantize_q8.cu: qs [n, k], d and s [n, k / 32]).
+// Why: at n = 8 the dp4a row-pair kernel computes 8 dot products per weight decoded and the step
+// is compute-heavy (Qwen3-8B Q4_K_M, 8 sequences: 7.8 ms of GPU time for weights read in ~1.2
+// ms, 2026-12-05); one mma does 16 x 8 x 32 products.
+// Grid: one block of 4 warps per 16 rows; the warps split the superblocks and add up in shared
+// memory. Reads the weights once, each activation row once per block (L1/L2). Writes n * m floats.
+// Not yet run on a GPU: behind TERN_CUDA_GEMV_MMA=1 (gemv_mma_enabled) until it is measured.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_device.cuh"
+
+namespace tern::cuda {
+namespace {
+
+constexpr int kMmaWarps = 4;
+constexpr int kQ4KBytes = 144;  // d, dmin (2 x fp16), 12 scale bytes, 128 quant bytes
+
+__device__ __forceinline__ uint32_t ldg32(const void* p) {
+  return __ldg(static_cast<const uint32_t*>(p));
+}
+
+// Q4_K: the 6-bit scale and min of sub-block `s` (0..7) from the superblock's 12 scale bytes.
+__device__ __forceinline__ void q4k_scale_min(const uint8_t* scales, int s, int& sc, int& mn) {
+  if (s < 4) {
+    sc = scales[s] & 63;
+    mn = scales[s + 4] & 63;
+  } else {
+    sc = (scales[s + 4] & 0xF) | ((scales[s - 4] >> 6) << 4);
+    mn = (scales[s + 4] >> 4) | ((scales[s] >> 6) << 4);
+  }
+}
+
+// D = A (16 x 32, s8, row-major) . B (32 x 8, s8, column-major), int32. Fragments (PTX ISA,
+// m16n8k32 .s8): group g = lane / 4, t = lane % 4; a0 row g, a1 row g + 8, a2 row g, a3 row
+// g + 8, each four consecutive k from t * 4 (a0, a1) or 16 + t * 4 (a2, a3); b0, b1 column g,
+// k from t * 4 and 16 + t * 4; d0, d1 row g, columns 2 t and 2 t + 1; d2, d3 row g + 8.
+__device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                       int (&d)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%10, %11, %12, %13};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0), "r"(0), "r"(0),
+        "r"(0));
+}
+
+__global__ void __launch_bounds__(32 * kMmaWarps)
+    gemv_mma_q4k_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
+                        const float* xd, const float* xs, int64_t k, int n, float* y) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
+  // Rows past the end read the last row and are not written.
+  const uint8_t* wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
+  const uint8_t* wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
+  pdl_launch_dependents();
+  pdl_wait();
+  const bool has_col = g < n;                // this lane's B column
+  const int col0 = 2 * t, col1 = 2 * t + 1;  // this lane's D columns
+  const int64_t blocks = k / 32;
+  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t sb = warp; sb < k / 256; sb += kMmaWarps) {
+    const uint8_t* ba = wa + sb * kQ4KBytes;
+    const uint8_t* bb = wb + sb * kQ4KBytes;
+    const float da = half_bits_to_float(load_u16(ba)), mina = half_bits_to_float(load_u16(ba + 2));
+    const float db = half_bits_to_float(load_u16(bb)), minb = half_bits_to_float(load_u16(bb + 2));
+#pragma unroll
+    for (int c2 = 0; c2 < 4; ++c2) {  // a 64-element chunk: sub-blocks 2 c2 (low nibbles), 2 c2 + 1
+      const uint32_t qa_lo = ldg32(ba + 16 + c2 * 32 + t * 4);
+      const uint32_t qa_hi = ldg32(ba + 16 + c2 * 32 + 16 + t * 4);
+      const uint32_t qb_lo = ldg32(bb + 16 + c2 * 32 + t * 4);
+      const uint32_t qb_hi = ldg32(bb + 16 + c2 * 32 + 16 + t * 4);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * c2 + half;
+        const int64_t blk = sb * 8 + s;
+        const uint32_t shift = 4 * half;
+        const uint32_t a[4] = {(qa_lo >> shift) & 0x0F0F0F0Fu, (qb_lo >> shift) & 0x0F0F0F0Fu,
+                               (qa_hi >> shift) & 0x0F0F0F0Fu, (qb_hi >> shift) & 0x0F0F0F0Fu};
+        const uint32_t b[2] = {has_col ? ldg32(xq + blk * 32 + t * 4) : 0u,
+                               has_col ? ldg32(xq + blk * 32 + 16 + t * 4) : 0u};
+        int d[4];
+        mma_s8(a, b, d);
+        int sca, mna, scb, mnb;
+        q4k_scale_min(ba + 4, s, sca, mna);
+        q4k_scale_min(bb + 4, s, scb, mnb);
+        const float dx0 = col0 < n ? __ldg(xd + col0 * blocks + blk) : 0.0f;
+        const float dx1 = col1 < n ? __ldg(xd + col1 * blocks + blk) : 0.0f;
+        const float sx0 = col0 < n ? __ldg(xs + col0 * blocks + blk) : 0.0f;
+        const float sx1 = col1 < n ? __ldg(xs + col1 * blocks + blk) : 0.0f;
+        const float fa = da * static_cast<float>(sca), ma = mina * static_cast<float>(mna);
+        const float fb = db * static_cast<float>(scb), mb = minb * static_cast<float>(mnb);
+        acc[0] += fa * dx0 * static_cast<float>(d[0]) - ma * sx0;
+        acc[1] += fa * dx1 * static_cast<float>(d[1]) - ma * sx1;
+        acc[2] += fb * dx0 * static_cast<float>(d[2]) - mb * sx0;
+        acc[3] += fb * dx1 * static_cast<float>(d[3]) - mb * sx1;
+      }
+    }
+  }
+  __shared__ float part[kMmaWarps][32][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kMmaWarps; ++v) sum += part[v][lane][i];
+    const int64_t row = i < 2 ? row_a : row_b;
+    const int col = i % 2 == 0 ? col0 : col1;
+    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
+  }
+}
+
+}  // namespace
+
+bool gemv_mma_enabled(TensorType type, int64_t k) {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_MMA");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on && type == TensorType::Q4_K && k % 256 == 0;
+}
+
+cudaError_t gemv_mma_q4k(const void* w, int64_t m, int64_t k, const int8_t* qs, const float* d,
+                         const float* s, int64_t n, float* y, cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  if (n > 8 || k % 256 != 0) return cudaErrorInvalidValue;
+  const size_t row_bytes = static_cast<size_t>(k / 256) * kQ4KBytes;
+  const dim3 grid(static_cast<unsigned>((m + 15) / 16));
+  (void)launch_pdl(gemv_mma_q4k_kernel, grid, 32 * kMmaWarps, stream,
+                   static_cast<const uint8_t*>(w), m, row_bytes, qs, d, s, k, static_cast<int>(n),
+                   y);
+  return cudaGetLastError();
+}
+
+}  // namespace tern::cuda
