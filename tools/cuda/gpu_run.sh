@@ -77,10 +77,10 @@ if [[ " $stages " == *" tests "* ]]; then
     TERN_CUDA_PDL=0 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-nopdl.log" 2>&1
     echo "cuda_forward_test TERN_CUDA_PDL=0 rc=$?" >>"$summary"
   fi
-  # The batched (2 <= n <= 8) row-pair GEMV, still behind its flag: the matmul cases with it on.
-  TERN_CUDA_GEMV_BATCH=1 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*' \
+  # The v2 GEMV for 2 <= n <= 8 (the batched row pairs are the default): the matmul cases with it.
+  TERN_CUDA_GEMV_BATCH=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*' \
     >"$OUT/ops-batch.log" 2>&1
-  echo "cuda_device_test Matmul with TERN_CUDA_GEMV_BATCH=1 rc=$?" >>"$summary"
+  echo "cuda_device_test Matmul with TERN_CUDA_GEMV_BATCH=0 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-batch.log" | head -10 >>"$summary"
   # The int8 tensor-core Q4_K product for 2 <= n <= 8 (gemv_mma.cu, behind its flag).
   TERN_CUDA_GEMV_MMA=1 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*:*Fused*' \
@@ -149,9 +149,9 @@ if [[ " $stages " == *" long "* ]]; then
     >"$OUT/parallel.log" 2>&1
   echo "tern --parallel 1 / 8 rc=$?" >>"$summary"
   grep -E '^ +512 ' "$OUT/parallel.log" >>"$summary"
-  TERN_CUDA_GEMV_BATCH=1 timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 \
+  TERN_CUDA_GEMV_BATCH=0 timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 \
     --parallel 1 --parallel 8 >"$OUT/parallel-batch.log" 2>&1
-  echo "tern --parallel 1 / 8 with TERN_CUDA_GEMV_BATCH=1 rc=$?" >>"$summary"
+  echo "tern --parallel 1 / 8 with TERN_CUDA_GEMV_BATCH=0 (v2) rc=$?" >>"$summary"
   grep -E '^ +512 ' "$OUT/parallel-batch.log" >>"$summary"
   if [ -x $L/llama-bench ]; then
     LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 200 $L/llama-bench -m "$model" -fa 1 -ngl 99 \
