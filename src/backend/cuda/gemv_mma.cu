@@ -1,15 +1,16 @@
-// gemv_mma: Q4_K products of 2 <= n <= 8 activation rows (several sequences a decode step) on the
-// int8 tensor cores, mma.sync.m16n8k32.s8: a warp multiplies 16 weight rows (the 4-bit quants
-// unpacked to bytes, one 32-element sub-block a step) by the 8-bit activations of up to 8 rows,
-// then scales each int32 product by the sub-block's scale and the activation block's scale and
-// subtracts the min term, as gemv_q8's dp4a kernels do. Activations come quantized per 32
+// gemv_mma: Q4_K and Q8_0 products of 2 <= n <= 8 activation rows (several sequences a decode step)
+// on the int8 tensor cores, mma.sync.m16n8k32.s8: a warp multiplies 16 weight rows (the 4-bit
+// quants unpacked to bytes, one 32-element sub-block a step) by the 8-bit activations of up to 8
+// rows, then scales each int32 product by the sub-block's scale and the activation block's scale
+// and subtracts the min term, as gemv_q8's dp4a kernels do. Activations come quantized per 32
 // (quantize_q8.cu: qs [n, k], d and s [n, k / 32]).
 // Why: at n = 8 the dp4a row-pair kernel computes 8 dot products per weight decoded and the step
 // is compute-heavy (Qwen3-8B Q4_K_M, 8 sequences: 7.8 ms of GPU time for weights read in ~1.2
 // ms, 2026-12-05); one mma does 16 x 8 x 32 products.
-// Grid: one block of 4 warps per 16 rows; the warps split the superblocks and add up in shared
-// memory. Reads the weights once, each activation row once per block (L1/L2). Writes n * m floats.
-// Not yet run on a GPU: behind TERN_CUDA_GEMV_MMA=1 (gemv_mma_enabled) until it is measured.
+// Grid: one block of 4 warps per 16 rows; the warps split the superblocks (Q4_K) or blocks (Q8_0)
+// and add up in shared memory. Reads the weights once, each activation row once per block (L1/L2).
+// Writes n * m floats. Not yet run on a GPU: behind TERN_CUDA_GEMV_MMA=1 (gemv_mma_enabled) until
+// it is measured.
 #include <cstdlib>
 #include <cstring>
 
@@ -25,6 +26,33 @@ constexpr int kQ4KBytes = 144;  // d, dmin (2 x fp16), 12 scale bytes, 128 quant
 
 __device__ __forceinline__ uint32_t ldg32(const void* p) {
   return __ldg(static_cast<const uint32_t*>(p));
+}
+
+// The little-endian word at p (2-byte aligned: Q8_0's 34-byte blocks), from aligned loads.
+__device__ __forceinline__ uint32_t ldg32_half_aligned(const uint8_t* p) {
+  const auto* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+  const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+  return shift == 0 ? __ldg(a) : __funnelshift_r(__ldg(a), __ldg(a + 1), shift);
+}
+
+// The block's warps add up their partial D fragments; the first warp writes the valid ones.
+__device__ __forceinline__ void store_tile(const float (&acc)[4], int64_t m, int n, float* y) {
+  __shared__ float part[kMmaWarps][32][4];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + (lane >> 2);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kMmaWarps; ++v) sum += part[v][lane][i];
+    const int64_t row = i < 2 ? row_a : row_a + 8;
+    const int col = 2 * (lane & 3) + i % 2;
+    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
+  }
 }
 
 // Q4_K: the 6-bit scale and min of sub-block `s` (0..7) from the superblock's 12 scale bytes.
@@ -106,20 +134,44 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
       }
     }
   }
-  __shared__ float part[kMmaWarps][32][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kMmaWarps; ++v) sum += part[v][lane][i];
-    const int64_t row = i < 2 ? row_a : row_b;
-    const int col = i % 2 == 0 ? col0 : col1;
-    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
+  store_tile(acc, m, n, y);
+}
+
+// Q8_0: 34-byte blocks (fp16 d, 32 int8 quants); a warp step is one block of its 16 rows.
+__global__ void __launch_bounds__(32 * kMmaWarps)
+    gemv_mma_q8_0_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
+                         const float* xd, int64_t k, int n, float* y) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
+  const uint8_t* wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
+  const uint8_t* wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
+  pdl_launch_dependents();
+  pdl_wait();
+  const bool has_col = g < n;
+  const int col0 = 2 * t, col1 = 2 * t + 1;
+  const int64_t blocks = k / 32;
+  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t blk = warp; blk < blocks; blk += kMmaWarps) {
+    const uint8_t* ba = wa + blk * 34;
+    const uint8_t* bb = wb + blk * 34;
+    const uint32_t a[4] = {ldg32_half_aligned(ba + 2 + t * 4), ldg32_half_aligned(bb + 2 + t * 4),
+                           ldg32_half_aligned(ba + 18 + t * 4),
+                           ldg32_half_aligned(bb + 18 + t * 4)};
+    const uint32_t b[2] = {has_col ? ldg32(xq + blk * 32 + t * 4) : 0u,
+                           has_col ? ldg32(xq + blk * 32 + 16 + t * 4) : 0u};
+    int d[4];
+    mma_s8(a, b, d);
+    const float da = half_bits_to_float(load_u16(ba)), db = half_bits_to_float(load_u16(bb));
+    const float dx0 = col0 < n ? __ldg(xd + col0 * blocks + blk) : 0.0f;
+    const float dx1 = col1 < n ? __ldg(xd + col1 * blocks + blk) : 0.0f;
+    acc[0] += da * dx0 * static_cast<float>(d[0]);
+    acc[1] += da * dx1 * static_cast<float>(d[1]);
+    acc[2] += db * dx0 * static_cast<float>(d[2]);
+    acc[3] += db * dx1 * static_cast<float>(d[3]);
   }
+  store_tile(acc, m, n, y);
 }
 
 }  // namespace
@@ -129,18 +181,28 @@ bool gemv_mma_enabled(TensorType type, int64_t k) {
     const char* v = std::getenv("TERN_CUDA_GEMV_MMA");
     return v != nullptr && std::strcmp(v, "1") == 0;
   }();
-  return on && type == TensorType::Q4_K && k % 256 == 0;
+  return on &&
+         ((type == TensorType::Q4_K && k % 256 == 0) || (type == TensorType::Q8_0 && k % 32 == 0));
 }
 
-cudaError_t gemv_mma_q4k(const void* w, int64_t m, int64_t k, const int8_t* qs, const float* d,
-                         const float* s, int64_t n, float* y, cudaStream_t stream) {
+cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const int8_t* qs,
+                     const float* d, const float* s, int64_t n, float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return cudaSuccess;
-  if (n > 8 || k % 256 != 0) return cudaErrorInvalidValue;
-  const size_t row_bytes = static_cast<size_t>(k / 256) * kQ4KBytes;
+  if (n > 8) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((m + 15) / 16));
-  (void)launch_pdl(gemv_mma_q4k_kernel, grid, 32 * kMmaWarps, stream,
-                   static_cast<const uint8_t*>(w), m, row_bytes, qs, d, s, k, static_cast<int>(n),
-                   y);
+  const auto* p = static_cast<const uint8_t*>(w);
+  const int ni = static_cast<int>(n);
+  if (type == TensorType::Q4_K && k % 256 == 0) {
+    const size_t row_bytes = static_cast<size_t>(k / 256) * kQ4KBytes;
+    (void)launch_pdl(gemv_mma_q4k_kernel, grid, 32 * kMmaWarps, stream, p, m, row_bytes, qs, d, s,
+                     k, ni, y);
+  } else if (type == TensorType::Q8_0 && k % 32 == 0) {
+    const size_t row_bytes = static_cast<size_t>(k / 32) * 34;
+    (void)launch_pdl(gemv_mma_q8_0_kernel, grid, 32 * kMmaWarps, stream, p, m, row_bytes, qs, d, k,
+                     ni, y);
+  } else {
+    return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

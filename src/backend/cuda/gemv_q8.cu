@@ -1042,7 +1042,7 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
       return;
     }
     if (n > 1 && gemv_mma_enabled(T, k)) {
-      (void)gemv_mma_q4k(p, m, k, a.qs, a.d, a.s, n, y, stream);
+      (void)gemv_mma(T, p, m, k, a.qs, a.d, a.s, n, y, stream);
       return;
     }
     if (n > 1 && batch_pairs_enabled() && pair_type(T, k)) {
