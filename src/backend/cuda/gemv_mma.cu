@@ -1,5 +1,5 @@
-// gemv_mma: Q4_K and Q8_0 products of 2 <= n <= 8 activation rows (several sequences a decode step)
-// on the int8 tensor cores, mma.sync.m16n8k32.s8: a warp multiplies 16 weight rows (the 4-bit
+// gemv_mma: Q4_K, Q6_K and Q8_0 products of 2 <= n <= 8 activation rows (several sequences a decode
+// step) on the int8 tensor cores, mma.sync.m16n8k32.s8: a warp multiplies 16 weight rows (the 4-bit
 // quants unpacked to bytes, one 32-element sub-block a step) by the 8-bit activations of up to 8
 // rows, then scales each int32 product by the sub-block's scale and the activation block's scale
 // and subtracts the min term, as gemv_q8's dp4a kernels do. Activations come quantized per 32
@@ -78,6 +78,16 @@ __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], const uint32_t (&
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0), "r"(0), "r"(0),
         "r"(0));
+}
+
+// D = A (16 x 16, s8) . B (16 x 8, s8), int32 (m16n8k16 .s8: a0 row g, a1 row g + 8, each four
+// consecutive k from t * 4; b0 column g, k from t * 4; D as for m16n8k32).
+__device__ __forceinline__ void mma_s8_k16(uint32_t a0, uint32_t a1, uint32_t b0, int (&d)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%7, %8, %9, %10};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
 }
 
 __global__ void __launch_bounds__(32 * kMmaWarps)
@@ -174,6 +184,70 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   store_tile(acc, m, n, y);
 }
 
+// Q6_K: 210-byte superblocks (128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales,
+// fp16 d) with a scale per 16 elements, so one m16n8k16 step per 16 elements. Element
+// e = 128 h + 32 q + l: low nibble of ql[64 h + 32 (q & 1) + l] (q < 2) or its high nibble,
+// bits 2 q of qh[32 h + l], scale scales[8 h + 2 q + l / 16], minus 32.
+__global__ void __launch_bounds__(32 * kMmaWarps)
+    gemv_mma_q6k_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
+                        const float* xd, int64_t k, int n, float* y) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
+  const uint8_t* wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
+  const uint8_t* wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
+  pdl_launch_dependents();
+  pdl_wait();
+  const bool has_col = g < n;
+  const int col0 = 2 * t, col1 = 2 * t + 1;
+  const int64_t blocks = k / 32;
+  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t sb = warp; sb < k / 256; sb += kMmaWarps) {
+    const uint8_t* ba = wa + sb * 210;
+    const uint8_t* bb = wb + sb * 210;
+    const float da = half_bits_to_float(load_u16(ba + 208));
+    const float db = half_bits_to_float(load_u16(bb + 208));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int sub = 0; sub < 2; ++sub) {  // l / 16: which 16 of each 32
+        const int off = sub * 16 + t * 4;
+        const uint32_t ha = ldg32_half_aligned(ba + 128 + 32 * h + off);
+        const uint32_t hb = ldg32_half_aligned(bb + 128 + 32 * h + off);
+#pragma unroll
+        for (int q1 = 0; q1 < 2; ++q1) {  // q & 1: which 32 bytes of ql
+          const uint32_t la = ldg32_half_aligned(ba + 64 * h + 32 * q1 + off);
+          const uint32_t lb = ldg32_half_aligned(bb + 64 * h + 32 * q1 + off);
+#pragma unroll
+          for (int q2 = 0; q2 < 2; ++q2) {  // q >> 1: low or high nibbles
+            const int q = q1 + 2 * q2;
+            const auto quants = [&](uint32_t lo, uint32_t hi) {
+              const uint32_t nib = (lo >> (4 * q2)) & 0x0F0F0F0Fu;
+              const uint32_t top = ((hi >> (2 * q)) & 0x03030303u) << 4;
+              return __vsub4(nib | top, 0x20202020u);
+            };
+            const int64_t blk = sb * 8 + 4 * h + q;
+            const uint32_t b0 = has_col ? ldg32(xq + blk * 32 + off) : 0u;
+            int d[4];
+            mma_s8_k16(quants(la, ha), quants(lb, hb), b0, d);
+            const int si = 8 * h + 2 * q + sub;
+            const float fa = da * static_cast<float>(static_cast<int8_t>(ba[192 + si]));
+            const float fb = db * static_cast<float>(static_cast<int8_t>(bb[192 + si]));
+            const float dx0 = col0 < n ? __ldg(xd + col0 * blocks + blk) : 0.0f;
+            const float dx1 = col1 < n ? __ldg(xd + col1 * blocks + blk) : 0.0f;
+            acc[0] += fa * dx0 * static_cast<float>(d[0]);
+            acc[1] += fa * dx1 * static_cast<float>(d[1]);
+            acc[2] += fb * dx0 * static_cast<float>(d[2]);
+            acc[3] += fb * dx1 * static_cast<float>(d[3]);
+          }
+        }
+      }
+    }
+  }
+  store_tile(acc, m, n, y);
+}
+
 }  // namespace
 
 bool gemv_mma_enabled(TensorType type, int64_t k) {
@@ -196,6 +270,10 @@ cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const
     const size_t row_bytes = static_cast<size_t>(k / 256) * kQ4KBytes;
     (void)launch_pdl(gemv_mma_q4k_kernel, grid, 32 * kMmaWarps, stream, p, m, row_bytes, qs, d, s,
                      k, ni, y);
+  } else if (type == TensorType::Q6_K && k % 256 == 0) {
+    const size_t row_bytes = static_cast<size_t>(k / 256) * 210;
+    (void)launch_pdl(gemv_mma_q6k_kernel, grid, 32 * kMmaWarps, stream, p, m, row_bytes, qs, d, k,
+                     ni, y);
   } else if (type == TensorType::Q8_0 && k % 32 == 0) {
     const size_t row_bytes = static_cast<size_t>(k / 32) * 34;
     (void)launch_pdl(gemv_mma_q8_0_kernel, grid, 32 * kMmaWarps, stream, p, m, row_bytes, qs, d, k,

@@ -56,7 +56,7 @@ size_t q8_activation_bytes(int64_t n, int64_t k);
 cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, void* xq, cudaStream_t stream);
 cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
                     float* y, cudaStream_t stream);
-// gemv_mma.cu: Q4_K and Q8_0 products of 2 <= n <= 8 rows of 8-bit activations (quantize_q8's
+// gemv_mma.cu: Q4_K, Q6_K and Q8_0 products of 2 <= n <= 8 rows of 8-bit activations (quantize_q8's
 // layout) on the int8 tensor cores; enabled by TERN_CUDA_GEMV_MMA=1 until measured on the GPU.
 bool gemv_mma_enabled(TensorType type, int64_t k);
 cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const int8_t* qs,
