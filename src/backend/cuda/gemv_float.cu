@@ -36,107 +36,6 @@ __device__ __forceinline__ float element(const void* w, int64_t i) {
   }
 }
 
-// 8 consecutive elements from a 16-byte-aligned (32 for F32) address.
-template <TensorType T>
-__device__ __forceinline__ void load8(const void* w, int64_t i, float (&v)[8]) {
-  if constexpr (T == TensorType::F32) {
-    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
-    const float4 a = p[0], b = p[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    const uint4 q = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w) + i);
-    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      if constexpr (T == TensorType::F16) {
-        v[2 * p] = half_bits_to_float(static_cast<uint16_t>(words[p] & 0xFFFF));
-        v[2 * p + 1] = half_bits_to_float(static_cast<uint16_t>(words[p] >> 16));
-      } else {
-        v[2 * p] = __uint_as_float(words[p] << 16);
-        v[2 * p + 1] = __uint_as_float(words[p] & 0xFFFF0000u);
-      }
-    }
-  }
-}
-
-template <TensorType T, int N>
-__global__ void __launch_bounds__(32 * kRowsPerBlock)
-    gemv_float_kernel(const void* w, int64_t m, int64_t k, const float* x, int n, float* y,
-                      bool vector_path) {
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
-  if (row >= m) return;
-  constexpr int64_t kElemBytes = T == TensorType::F32 ? 4 : 2;
-  prefetch_l2(static_cast<const char*>(w) + row * k * kElemBytes,
-              static_cast<size_t>(k * kElemBytes), lane);  // weights: before the wait
-  pdl_launch_dependents();
-  pdl_wait();
-  float acc[N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) acc[j] = 0.0f;
-  const int64_t base = row * k;
-  if (vector_path) {
-    for (int64_t i = lane * 8; i < k; i += 32 * 8) {
-      float v[8];
-      load8<T>(w, base + i, v);
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        if (j < n) {
-          const float4* xp = reinterpret_cast<const float4*>(x + j * k + i);
-          const float4 a = __ldg(xp), b = __ldg(xp + 1);
-          acc[j] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y +
-                    v[6] * b.z + v[7] * b.w;
-        }
-      }
-    }
-  } else {
-    for (int64_t i = lane; i < k; i += 32) {
-      const float v = element<T>(w, base + i);
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        if (j < n) acc[j] += v * x[j * k + i];
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    float s = acc[j];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0 && j < n) y[j * m + row] = s;
-  }
-}
-
-// Row pairs (n = 1, k % 8 == 0; 2026-12-04): two weight rows share each activation load (F32
-// activations are twice the bytes of 16-bit weights), W warps a pair (W = 1: the warp streams
-// both rows alone, U steps of 256 elements in flight; W = 2 or 4: the pair's warps split k and
-// add up in shared memory), chosen from the shape as gemv_q8's pairs are. For a gated MLP the
-// pair is gate row r and up row r, and the kernel writes act(gate) * up as well.
-// Variants (TERN_CUDA_FGEMV, a bit mask, for A/B runs on the GPU; 0 = the 2026-12-04 kernel,
-// kDefaultFpairVariant below otherwise):
-//   1: weights loaded with ld.global.nc.L1::no_allocate.L2::256B (streamed past L1, which keeps
-//      x, with a 256-byte L2 fetch); 2: only the blocks of the first wave prefetch their rows
-//      into L2 before pdl_wait (later blocks would request every line twice); 4: runs of steps
-//      whose loads are all issued before the first product (4 steps for W = 1, 2 otherwise: 8
-//      or 4 16-byte loads a lane in flight); 8 (with 4): runs twice as long; 16: no L2
-//      prefetch at all. TERN_CUDA_FPAIR_W forces the warps a pair.
-constexpr int kPairWarps = 4;
-
-// The matrices of one launch (one for a lone product; q, k, v or gate, up fused), each
-// matrix's pairs a run of blocks: blocks [ends[i - 1], ends[i]) are matrix i's.
-struct PairMats {
-  const void* w[kMaxGemvFloatMulti];
-  int64_t m[kMaxGemvFloatMulti];
-  float* y[kMaxGemvFloatMulti];
-  int64_t ends[kMaxGemvFloatMulti];
-  int count;
-  int glu;                  // GemvFloatMulti::glu: pair r = gate row r and up row r
-  float* out;               // act(gate) * up when glu
-  int64_t prefetch_blocks;  // blocks [0, prefetch_blocks) prefetch their rows before the wait
-};
-
-static_assert(kMaxGemvFloatMulti == 3, "gemv_fpair_kernel picks among three matrices");
-
 // 16 bytes of weights that no kernel writes: through the read-only path, optionally streamed
 // past L1 with a 256-byte L2 fetch.
 template <bool Stream>
@@ -192,6 +91,85 @@ __device__ __forceinline__ void unpack8(const Raw8<T>& r, float (&v)[8]) {
     }
   }
 }
+
+template <TensorType T, int N>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    gemv_float_kernel(const void* w, int64_t m, int64_t k, const float* x, int n, float* y,
+                      bool vector_path) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
+  if (row >= m) return;
+  constexpr int64_t kElemBytes = T == TensorType::F32 ? 4 : 2;
+  prefetch_l2(static_cast<const char*>(w) + row * k * kElemBytes,
+              static_cast<size_t>(k * kElemBytes), lane);  // weights: before the wait
+  pdl_launch_dependents();
+  pdl_wait();
+  float acc[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) acc[j] = 0.0f;
+  const int64_t base = row * k;
+  if (vector_path) {
+    for (int64_t i = lane * 8; i < k; i += 32 * 8) {
+      float v[8];
+      unpack8<T>(load_raw8<T, false>(static_cast<const char*>(w), base + i), v);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        if (j < n) {
+          const float4* xp = reinterpret_cast<const float4*>(x + j * k + i);
+          const float4 a = __ldg(xp), b = __ldg(xp + 1);
+          acc[j] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y +
+                    v[6] * b.z + v[7] * b.w;
+        }
+      }
+    }
+  } else {
+    for (int64_t i = lane; i < k; i += 32) {
+      const float v = element<T>(w, base + i);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        if (j < n) acc[j] += v * x[j * k + i];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float s = acc[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0 && j < n) y[j * m + row] = s;
+  }
+}
+
+// Row pairs (n = 1, k % 8 == 0; 2026-12-04): two weight rows share each activation load (F32
+// activations are twice the bytes of 16-bit weights), W warps a pair (W = 1: the warp streams
+// both rows alone, U steps of 256 elements in flight; W = 2 or 4: the pair's warps split k and
+// add up in shared memory; four for every shape by default, fpair_warps), the pairs of all of a
+// launch's matrices in one grid. For a gated MLP the
+// pair is gate row r and up row r, and the kernel writes act(gate) * up as well.
+// Variants (TERN_CUDA_FGEMV, a bit mask, for A/B runs on the GPU; 0 = the 2026-12-04 kernel,
+// kDefaultFpairVariant below otherwise):
+//   1: weights loaded with ld.global.nc.L1::no_allocate.L2::256B (streamed past L1, which keeps
+//      x, with a 256-byte L2 fetch); 2: only the blocks of the first wave prefetch their rows
+//      into L2 before pdl_wait (later blocks would request every line twice); 4: runs of steps
+//      whose loads are all issued before the first product (4 steps for W = 1, 2 otherwise: 8
+//      or 4 16-byte loads a lane in flight); 8 (with 4): runs twice as long; 16: no L2
+//      prefetch at all. TERN_CUDA_FPAIR_W forces the warps a pair.
+constexpr int kPairWarps = 4;
+
+// The matrices of one launch (one for a lone product; q, k, v or gate, up fused), each
+// matrix's pairs a run of blocks: blocks [ends[i - 1], ends[i]) are matrix i's.
+struct PairMats {
+  const void* w[kMaxGemvFloatMulti];
+  int64_t m[kMaxGemvFloatMulti];
+  float* y[kMaxGemvFloatMulti];
+  int64_t ends[kMaxGemvFloatMulti];
+  int count;
+  int glu;                  // GemvFloatMulti::glu: pair r = gate row r and up row r
+  float* out;               // act(gate) * up when glu
+  int64_t prefetch_blocks;  // blocks [0, prefetch_blocks) prefetch their rows before the wait
+};
+
+static_assert(kMaxGemvFloatMulti == 3, "gemv_fpair_kernel picks among three matrices");
 
 // acc0 += row a's 8 weights . x[e, e + 8), acc1 likewise for row b.
 template <TensorType T>

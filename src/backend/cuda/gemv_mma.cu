@@ -66,6 +66,46 @@ __device__ __forceinline__ void q4k_scale_min(const uint8_t* scales, int s, int&
   }
 }
 
+// A lane's share of its block's tile: weight rows g and g + 8 of the block's 16 (rows past the
+// end read the last row and are not written), activation row g as the B column, and D columns
+// 2 t and 2 t + 1. Waits for the previous kernel (PDL) before anything is read.
+struct TileLane {
+  int warp, t;
+  const uint8_t* wa;
+  const uint8_t* wb;
+  bool has_col;
+  int col0, col1;
+  const int8_t* xq;
+  int64_t blocks;  // 32-element activation blocks a row
+  int n;
+
+  __device__ TileLane(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs, int64_t k,
+                      int n_rows)
+      : warp(static_cast<int>(threadIdx.x / 32)),
+        t(static_cast<int>(threadIdx.x % 4)),
+        blocks(k / 32),
+        n(n_rows) {
+    const int g = static_cast<int>(threadIdx.x % 32) >> 2;
+    const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
+    wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
+    wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
+    has_col = g < n;
+    col0 = 2 * t;
+    col1 = 2 * t + 1;
+    xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+    pdl_launch_dependents();
+    pdl_wait();
+  }
+  // Four activation quants of block `blk` from element `offset` (0 for columns past n).
+  __device__ uint32_t b(int64_t blk, int offset) const {
+    return has_col ? ldg32(xq + blk * 32 + offset) : 0u;
+  }
+  // A per-block activation value (d or s) of D column `col` (0 past n).
+  __device__ float act(const float* v, int col, int64_t blk) const {
+    return col < n ? __ldg(v + col * blocks + blk) : 0.0f;
+  }
+};
+
 // D = A (16 x 32, s8, row-major) . B (32 x 8, s8, column-major), int32. Fragments (PTX ISA,
 // m16n8k32 .s8): group g = lane / 4, t = lane % 4; a0 row g, a1 row g + 8, a2 row g, a3 row
 // g + 8, each four consecutive k from t * 4 (a0, a1) or 16 + t * 4 (a2, a3); b0, b1 column g,
@@ -93,22 +133,12 @@ __device__ __forceinline__ void mma_s8_k16(uint32_t a0, uint32_t a1, uint32_t b0
 __global__ void __launch_bounds__(32 * kMmaWarps)
     gemv_mma_q4k_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
                         const float* xd, const float* xs, int64_t k, int n, float* y) {
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
-  // Rows past the end read the last row and are not written.
-  const uint8_t* wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
-  const uint8_t* wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
-  pdl_launch_dependents();
-  pdl_wait();
-  const bool has_col = g < n;                // this lane's B column
-  const int col0 = 2 * t, col1 = 2 * t + 1;  // this lane's D columns
-  const int64_t blocks = k / 32;
-  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  const TileLane L(w, m, row_bytes, qs, k, n);
+  const int t = L.t;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int64_t sb = warp; sb < k / 256; sb += kMmaWarps) {
-    const uint8_t* ba = wa + sb * kQ4KBytes;
-    const uint8_t* bb = wb + sb * kQ4KBytes;
+  for (int64_t sb = L.warp; sb < k / 256; sb += kMmaWarps) {
+    const uint8_t* ba = L.wa + sb * kQ4KBytes;
+    const uint8_t* bb = L.wb + sb * kQ4KBytes;
     const float da = half_bits_to_float(load_u16(ba)), mina = half_bits_to_float(load_u16(ba + 2));
     const float db = half_bits_to_float(load_u16(bb)), minb = half_bits_to_float(load_u16(bb + 2));
 #pragma unroll
@@ -124,17 +154,14 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
         const uint32_t shift = 4 * half;
         const uint32_t a[4] = {(qa_lo >> shift) & 0x0F0F0F0Fu, (qb_lo >> shift) & 0x0F0F0F0Fu,
                                (qa_hi >> shift) & 0x0F0F0F0Fu, (qb_hi >> shift) & 0x0F0F0F0Fu};
-        const uint32_t b[2] = {has_col ? ldg32(xq + blk * 32 + t * 4) : 0u,
-                               has_col ? ldg32(xq + blk * 32 + 16 + t * 4) : 0u};
+        const uint32_t b[2] = {L.b(blk, t * 4), L.b(blk, 16 + t * 4)};
         int d[4];
         mma_s8(a, b, d);
         int sca, mna, scb, mnb;
         q4k_scale_min(ba + 4, s, sca, mna);
         q4k_scale_min(bb + 4, s, scb, mnb);
-        const float dx0 = col0 < n ? __ldg(xd + col0 * blocks + blk) : 0.0f;
-        const float dx1 = col1 < n ? __ldg(xd + col1 * blocks + blk) : 0.0f;
-        const float sx0 = col0 < n ? __ldg(xs + col0 * blocks + blk) : 0.0f;
-        const float sx1 = col1 < n ? __ldg(xs + col1 * blocks + blk) : 0.0f;
+        const float dx0 = L.act(xd, L.col0, blk), dx1 = L.act(xd, L.col1, blk);
+        const float sx0 = L.act(xs, L.col0, blk), sx1 = L.act(xs, L.col1, blk);
         const float fa = da * static_cast<float>(sca), ma = mina * static_cast<float>(mna);
         const float fb = db * static_cast<float>(scb), mb = minb * static_cast<float>(mnb);
         acc[0] += fa * dx0 * static_cast<float>(d[0]) - ma * sx0;
@@ -151,31 +178,20 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
 __global__ void __launch_bounds__(32 * kMmaWarps)
     gemv_mma_q8_0_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
                          const float* xd, int64_t k, int n, float* y) {
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
-  const uint8_t* wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
-  const uint8_t* wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
-  pdl_launch_dependents();
-  pdl_wait();
-  const bool has_col = g < n;
-  const int col0 = 2 * t, col1 = 2 * t + 1;
-  const int64_t blocks = k / 32;
-  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  const TileLane L(w, m, row_bytes, qs, k, n);
+  const int t = L.t;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int64_t blk = warp; blk < blocks; blk += kMmaWarps) {
-    const uint8_t* ba = wa + blk * 34;
-    const uint8_t* bb = wb + blk * 34;
+  for (int64_t blk = L.warp; blk < L.blocks; blk += kMmaWarps) {
+    const uint8_t* ba = L.wa + blk * 34;
+    const uint8_t* bb = L.wb + blk * 34;
     const uint32_t a[4] = {ldg32_half_aligned(ba + 2 + t * 4), ldg32_half_aligned(bb + 2 + t * 4),
                            ldg32_half_aligned(ba + 18 + t * 4),
                            ldg32_half_aligned(bb + 18 + t * 4)};
-    const uint32_t b[2] = {has_col ? ldg32(xq + blk * 32 + t * 4) : 0u,
-                           has_col ? ldg32(xq + blk * 32 + 16 + t * 4) : 0u};
+    const uint32_t b[2] = {L.b(blk, t * 4), L.b(blk, 16 + t * 4)};
     int d[4];
     mma_s8(a, b, d);
     const float da = half_bits_to_float(load_u16(ba)), db = half_bits_to_float(load_u16(bb));
-    const float dx0 = col0 < n ? __ldg(xd + col0 * blocks + blk) : 0.0f;
-    const float dx1 = col1 < n ? __ldg(xd + col1 * blocks + blk) : 0.0f;
+    const float dx0 = L.act(xd, L.col0, blk), dx1 = L.act(xd, L.col1, blk);
     acc[0] += da * dx0 * static_cast<float>(d[0]);
     acc[1] += da * dx1 * static_cast<float>(d[1]);
     acc[2] += db * dx0 * static_cast<float>(d[2]);
@@ -191,21 +207,12 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
 __global__ void __launch_bounds__(32 * kMmaWarps)
     gemv_mma_q6k_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
                         const float* xd, int64_t k, int n, float* y) {
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
-  const uint8_t* wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
-  const uint8_t* wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
-  pdl_launch_dependents();
-  pdl_wait();
-  const bool has_col = g < n;
-  const int col0 = 2 * t, col1 = 2 * t + 1;
-  const int64_t blocks = k / 32;
-  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  const TileLane L(w, m, row_bytes, qs, k, n);
+  const int t = L.t;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int64_t sb = warp; sb < k / 256; sb += kMmaWarps) {
-    const uint8_t* ba = wa + sb * 210;
-    const uint8_t* bb = wb + sb * 210;
+  for (int64_t sb = L.warp; sb < k / 256; sb += kMmaWarps) {
+    const uint8_t* ba = L.wa + sb * 210;
+    const uint8_t* bb = L.wb + sb * 210;
     const float da = half_bits_to_float(load_u16(ba + 208));
     const float db = half_bits_to_float(load_u16(bb + 208));
 #pragma unroll
@@ -228,14 +235,13 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
               return __vsub4(nib | top, 0x20202020u);
             };
             const int64_t blk = sb * 8 + 4 * h + q;
-            const uint32_t b0 = has_col ? ldg32(xq + blk * 32 + off) : 0u;
+            const uint32_t b0 = L.b(blk, off);
             int d[4];
             mma_s8_k16(quants(la, ha), quants(lb, hb), b0, d);
             const int si = 8 * h + 2 * q + sub;
             const float fa = da * static_cast<float>(static_cast<int8_t>(ba[192 + si]));
             const float fb = db * static_cast<float>(static_cast<int8_t>(bb[192 + si]));
-            const float dx0 = col0 < n ? __ldg(xd + col0 * blocks + blk) : 0.0f;
-            const float dx1 = col1 < n ? __ldg(xd + col1 * blocks + blk) : 0.0f;
+            const float dx0 = L.act(xd, L.col0, blk), dx1 = L.act(xd, L.col1, blk);
             acc[0] += fa * dx0 * static_cast<float>(d[0]);
             acc[1] += fa * dx1 * static_cast<float>(d[1]);
             acc[2] += fb * dx0 * static_cast<float>(d[2]);
