@@ -939,6 +939,7 @@ bool CudaDevice::fuse_glu(const float* g, const float* up, float* out, int64_t n
       last->floats.y[0] == g && last->floats.y[1] == up && last->floats.m[0] == n &&
       last->floats.m[1] == n) {
     // F32/F16/BF16 gate and up: pair r is gate row r and up row r; one launch writes the product.
+    q8_valid_ = false;  // `out` may be the input an 8-bit copy was made of, as in the path below
     OpInfo i = *last;
     i.floats.glu = gelu ? 2 : 1;
     i.floats.out = out;
