@@ -49,9 +49,9 @@ __device__ __forceinline__ void quantize_float4(const float4& y, int64_t first, 
 #pragma unroll
   for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax / 127.0f;
-  const float id = d == 0.0f ? 0.0f : 1.0f / d;
-  const int q0 = static_cast<int>(roundf(y.x * id)), q1 = static_cast<int>(roundf(y.y * id));
-  const int q2 = static_cast<int>(roundf(y.z * id)), q3 = static_cast<int>(roundf(y.w * id));
+  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;  // the CPU's arithmetic (quantize_q8.cu)
+  const int q0 = __float2int_rn(y.x * id), q1 = __float2int_rn(y.y * id);
+  const int q2 = __float2int_rn(y.z * id), q3 = __float2int_rn(y.w * id);
   if (valid) {
     *reinterpret_cast<uint32_t*>(qs + first) =
         (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8) |
@@ -176,8 +176,8 @@ __device__ __forceinline__ void quantize_lane(float v, int64_t block, int lane, 
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax / 127.0f;
-  const float id = d == 0.0f ? 0.0f : 1.0f / d;
-  const int q = static_cast<int>(roundf(v * id));
+  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;  // the CPU's arithmetic (quantize_q8.cu)
+  const int q = __float2int_rn(v * id);
   qs[block * 32 + lane] = static_cast<int8_t>(q);
   int sum = q;
 #pragma unroll

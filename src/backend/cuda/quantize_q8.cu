@@ -1,6 +1,7 @@
 // quantize_q8: F32 activations x [n, k] (k a multiple of 32) to 8-bit blocks of 32 for the
 // integer-dot GEMV: qs [n, k] int8, then d [n, k/32] and s [n, k/32] floats, d = max|x| / 127,
-// q = round(x / d), s = d * sum(q) (for the min/offset terms of the weights). One warp per block.
+// q = x * (127 / max|x|) rounded half to even (as the CPU backend), s = d * sum(q) (for the
+// min/offset terms of the weights). One warp per block.
 // Reads 4 bytes per element, writes 1.25.
 // Measured (H200, 2026-12-04, cold profile of a Qwen3-8B decode step): 194 us a pass for the
 // quantizations the fused norms do not absorb (~2.7 us a launch for 16-48 KB): latency-bound,
@@ -24,8 +25,11 @@ __global__ void quantize_q8_kernel(const float* x, int64_t blocks, int8_t* qs, f
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax / 127.0f;
-  const float id = d == 0.0f ? 0.0f : 1.0f / d;
-  const int q = static_cast<int>(roundf(v * id));
+  // The CPU backend's arithmetic (acts_avx2.cpp, acts_avx512.cpp, quantize.cpp): x * (127 / amax)
+  // rounded half to even, so both backends make the same 8-bit activations for the 32-element
+  // block types (1 / d differs from 127 / amax in the last bit, and roundf rounds halves away).
+  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;
+  const int q = __float2int_rn(v * id);
   qs[b * 32 + lane] = static_cast<int8_t>(q);
   int sum = q;
 #pragma unroll
