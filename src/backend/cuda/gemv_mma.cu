@@ -55,17 +55,6 @@ __device__ __forceinline__ void store_tile(const float (&acc)[4], int64_t m, int
   }
 }
 
-// Q4_K: the 6-bit scale and min of sub-block `s` (0..7) from the superblock's 12 scale bytes.
-__device__ __forceinline__ void q4k_scale_min(const uint8_t* scales, int s, int& sc, int& mn) {
-  if (s < 4) {
-    sc = scales[s] & 63;
-    mn = scales[s + 4] & 63;
-  } else {
-    sc = (scales[s + 4] & 0xF) | ((scales[s - 4] >> 6) << 4);
-    mn = (scales[s + 4] >> 4) | ((scales[s] >> 6) << 4);
-  }
-}
-
 // A lane's share of its block's tile: weight rows g and g + 8 of the block's 16 (rows past the
 // end read the last row and are not written), activation row g as the B column, and D columns
 // 2 t and 2 t + 1. Waits for the previous kernel (PDL) before anything is read.
@@ -158,8 +147,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
         int d[4];
         mma_s8(a, b, d);
         int sca, mna, scb, mnb;
-        q4k_scale_min(ba + 4, s, sca, mna);
-        q4k_scale_min(bb + 4, s, scb, mnb);
+        k_scale_min(ba + 4, s, sca, mna);
+        k_scale_min(bb + 4, s, scb, mnb);
         const float dx0 = L.act(xd, L.col0, blk), dx1 = L.act(xd, L.col1, blk);
         const float sx0 = L.act(xs, L.col0, blk), sx1 = L.act(xs, L.col1, blk);
         const float fa = da * static_cast<float>(sca), ma = mina * static_cast<float>(mna);
