@@ -55,6 +55,16 @@ __device__ __forceinline__ void store_tile(const float (&acc)[4], int64_t m, int
   }
 }
 
+// acc (the lane's D elements: row a col 0, row a col 1, row b col 0, row b col 1) += the mma's
+// int32 products times the rows' weight scales (fa, fb) and the columns' activation scales.
+__device__ __forceinline__ void add_scaled(float (&acc)[4], const int (&d)[4], float fa, float fb,
+                                           float dx0, float dx1) {
+  acc[0] += fa * dx0 * static_cast<float>(d[0]);
+  acc[1] += fa * dx1 * static_cast<float>(d[1]);
+  acc[2] += fb * dx0 * static_cast<float>(d[2]);
+  acc[3] += fb * dx1 * static_cast<float>(d[3]);
+}
+
 // A lane's share of its block's tile: weight rows g and g + 8 of the block's 16 (rows past the
 // end read the last row and are not written), activation row g as the B column, and D columns
 // 2 t and 2 t + 1. Waits for the previous kernel (PDL) before anything is read.
@@ -153,10 +163,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
         const float sx0 = L.act(xs, L.col0, blk), sx1 = L.act(xs, L.col1, blk);
         const float fa = da * static_cast<float>(sca), ma = mina * static_cast<float>(mna);
         const float fb = db * static_cast<float>(scb), mb = minb * static_cast<float>(mnb);
-        acc[0] += fa * dx0 * static_cast<float>(d[0]) - ma * sx0;
-        acc[1] += fa * dx1 * static_cast<float>(d[1]) - ma * sx1;
-        acc[2] += fb * dx0 * static_cast<float>(d[2]) - mb * sx0;
-        acc[3] += fb * dx1 * static_cast<float>(d[3]) - mb * sx1;
+        add_scaled(acc, d, fa, fb, dx0, dx1);
+        acc[0] -= ma * sx0, acc[1] -= ma * sx1, acc[2] -= mb * sx0, acc[3] -= mb * sx1;
       }
     }
   }
@@ -181,10 +189,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
     mma_s8(a, b, d);
     const float da = half_bits_to_float(load_u16(ba)), db = half_bits_to_float(load_u16(bb));
     const float dx0 = L.act(xd, L.col0, blk), dx1 = L.act(xd, L.col1, blk);
-    acc[0] += da * dx0 * static_cast<float>(d[0]);
-    acc[1] += da * dx1 * static_cast<float>(d[1]);
-    acc[2] += db * dx0 * static_cast<float>(d[2]);
-    acc[3] += db * dx1 * static_cast<float>(d[3]);
+    add_scaled(acc, d, da, db, dx0, dx1);
   }
   store_tile(acc, m, n, y);
 }
@@ -231,10 +236,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
             const float fa = da * static_cast<float>(static_cast<int8_t>(ba[192 + si]));
             const float fb = db * static_cast<float>(static_cast<int8_t>(bb[192 + si]));
             const float dx0 = L.act(xd, L.col0, blk), dx1 = L.act(xd, L.col1, blk);
-            acc[0] += fa * dx0 * static_cast<float>(d[0]);
-            acc[1] += fa * dx1 * static_cast<float>(d[1]);
-            acc[2] += fb * dx0 * static_cast<float>(d[2]);
-            acc[3] += fb * dx1 * static_cast<float>(d[3]);
+            add_scaled(acc, d, fa, fb, dx0, dx1);
           }
         }
       }
