@@ -82,11 +82,17 @@ if [[ " $stages " == *" tests "* ]]; then
     >"$OUT/ops-batch.log" 2>&1
   echo "cuda_device_test Matmul with TERN_CUDA_GEMV_BATCH=0 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-batch.log" | head -10 >>"$summary"
-  # The int8 tensor-core Q4_K product for 2 <= n <= 8 (gemv_mma.cu, behind its flag).
-  TERN_CUDA_GEMV_MMA=1 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*:*Fused*' \
-    >"$OUT/ops-mma.log" 2>&1
-  echo "cuda_device_test Matmul with TERN_CUDA_GEMV_MMA=1 rc=$?" >>"$summary"
-  grep -E "Failure|FAILED|Q4_K" "$OUT/ops-mma.log" | head -10 >>"$summary"
+  # The int8 tensor-core products behind their flags: gemv_mma.cu for 2 <= n <= 8 and gemm_q8.cu
+  # for prefill, against the float64 reference and against the CPU backend's own products.
+  grep -E "Int8ProductsEqualTheCpuBackend|int8 matmul vs cpu .* n(9|130) " "$OUT/ops.log" |
+    head -20 >>"$summary"
+  TERN_CUDA_GEMV_MMA=1 TERN_CUDA_MMQ=1 timeout 150 $T/bin/cuda_device_test \
+    --gtest_filter='*Matmul*:*Fused*:*Int8*' >"$OUT/ops-mma.log" 2>&1
+  echo "cuda_device_test Matmul/Fused/Int8 with TERN_CUDA_GEMV_MMA=1 TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED|int8 matmul vs cpu .* n(3|8) " "$OUT/ops-mma.log" | head -20 >>"$summary"
+  TERN_CUDA_MMQ=1 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-mmq.log" 2>&1
+  echo "cuda_forward_test TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/forward-mmq.log" | head -10 >>"$summary"
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.
   for v in ${FGEMV_VARIANTS:-5 15}; do
@@ -106,6 +112,11 @@ if [[ " $stages " == *" tests "* ]]; then
     TERN_REAL_MODELS=$REAL_MODELS timeout 300 $T/bin/cuda_greedy_test >"$OUT/greedy.log" 2>&1
     echo "cuda_greedy_test rc=$?" >>"$summary"
     grep -E "^\[cuda-greedy\]|Failure|FAILED" "$OUT/greedy.log" >>"$summary"
+    # Prefill through the int8 GEMM too: prefill, decode and the CPU then share their arithmetic.
+    TERN_CUDA_MMQ=1 TERN_REAL_MODELS=$REAL_MODELS timeout 300 $T/bin/cuda_greedy_test \
+      >"$OUT/greedy-mmq.log" 2>&1
+    echo "cuda_greedy_test TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
+    grep -E "^\[cuda-greedy\]|Failure|FAILED" "$OUT/greedy-mmq.log" >>"$summary"
   fi
 fi
 if [[ " $stages " == *" kernels "* ]]; then

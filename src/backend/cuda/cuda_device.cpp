@@ -36,6 +36,7 @@ struct CudaDevice::OpInfo {
   cuda::GemvFloatMulti floats;
   int64_t k = 0;
   bool quantize = false;
+  int q8_group = 32;  // kNorm with xq, kGemv: the values an activation scale covers (q8_group)
 };
 
 namespace {
@@ -182,6 +183,8 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   // 239 tok/s, unfused (652) 219. Before them the multi-matrix and gate/up kernels were slower
   // than the separate GEMVs (169 vs 177.5). TERN_CUDA_FUSE=0 turns fusion off.
   d->fuse_ = fuse == nullptr || std::strcmp(fuse, "0") != 0;
+  const char* mmq = std::getenv("TERN_CUDA_MMQ");
+  d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
   const char* timing = std::getenv("TERN_CUDA_TIMING");
   if (timing != nullptr && std::strcmp(timing, "1") == 0) {
     d->timing_ = true;
@@ -343,8 +346,8 @@ CudaDevice::OpInfo* CudaDevice::queued_info(size_t back) {
 CudaDevice::Launch CudaDevice::norm_launch(const OpInfo& i) {
   cudaStream_t s = stream_;
   return [i, s]() -> Result<void> {
-    TERN_CUDA_TRY(
-        cuda::add_rms_norm_q8(i.a, i.b, i.sum, i.weight, i.eps, i.rows, i.cols, i.out, i.xq, s));
+    TERN_CUDA_TRY(cuda::add_rms_norm_q8(i.a, i.b, i.sum, i.weight, i.eps, i.rows, i.cols, i.out,
+                                        i.xq, i.q8_group, s));
     return {};
   };
 }
@@ -352,7 +355,7 @@ CudaDevice::Launch CudaDevice::norm_launch(const OpInfo& i) {
 CudaDevice::Launch CudaDevice::gemv_launch(const OpInfo& i) {
   cudaStream_t s = stream_;
   return [i, s]() -> Result<void> {
-    if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.xq, s));
+    if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));
     if (i.multi.count == 1) {
       const auto& m = i.multi.mats[0];
       TERN_CUDA_TRY(cuda::gemv_q8(m.type, m.w, m.m, i.k, i.xq, 1, m.y, s));
@@ -592,17 +595,19 @@ Result<void> CudaDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
                 return {};
               });
     } else if (int8_gemv_ && cuda::gemv_q8_supported(type)) {
-      const bool fresh = !(q8_valid_ && q8_x_ == xd && q8_n_ == n && q8_k_ == k);
-      auto xq = quantized_activations(x);
+      const int group = cuda::q8_group(type);
+      const bool fresh = !q8_cached(x, group);
+      auto xq = quantized_activations(x, group);
       if (!xq) return xq.error();
       void* xqd = const_cast<void*>(*xq);
       if (n == 1 && queued_info() != nullptr) {
-        token_gemv(w, xd, xqd, fresh, k, yd);
+        token_gemv(w, xd, xqd, fresh, k, group, yd);
       } else {
         enqueue(
-            {3, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd), u(xqd), fresh},
+            {3, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd), u(xqd), fresh,
+             static_cast<uint64_t>(group)},
             [=]() -> Result<void> {
-              if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, n, k, xqd, s));
+              if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, n, k, group, xqd, s));
               TERN_CUDA_TRY(cuda::gemv_q8(type, wd, m, k, xqd, n, yd, s));
               return {};
             },
@@ -615,6 +620,22 @@ Result<void> CudaDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
                 return {};
               });
     }
+  } else if (int8_prefill_ && cuda::gemm_q8_supported(type, k)) {
+    // Prefill with the decode path's 8-bit activations and integer products (gemm_q8.cu).
+    const int group = cuda::q8_group(type);
+    const bool fresh = !q8_cached(x, group);
+    auto xq = quantized_activations(x, group);
+    if (!xq) return xq.error();
+    void* xqd = const_cast<void*>(*xq);
+    enqueue(
+        {5, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd), u(xqd), fresh,
+         static_cast<uint64_t>(group)},
+        [=]() -> Result<void> {
+          if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, n, k, group, xqd, s));
+          TERN_CUDA_TRY(cuda::gemm_q8(type, wd, m, k, xqd, n, yd, s));
+          return {};
+        },
+        true);
   } else {
     TERN_TRY(gemm(w, x, y));
   }
@@ -625,10 +646,16 @@ Result<void> CudaDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
   return {};
 }
 
-// The 8-bit copy of x (quantized by the caller's launch when not cached).
-Result<const void*> CudaDevice::quantized_activations(const Tensor& x) {
+bool CudaDevice::q8_cached(const Tensor& x, int group) const {
+  return q8_valid_ && q8_x_ == x.f32() && q8_n_ == x.rows() && q8_k_ == x.ne[0] &&
+         q8_group_ == group;
+}
+
+// The 8-bit copy of x with one scale per `group` values (quantized by the caller's launch when
+// not cached).
+Result<const void*> CudaDevice::quantized_activations(const Tensor& x, int group) {
   const int64_t n = x.rows(), k = x.ne[0];
-  if (q8_valid_ && q8_x_ == x.f32() && q8_n_ == n && q8_k_ == k) return q8_.data;
+  if (q8_cached(x, group)) return q8_.data;
   const size_t bytes = cuda::q8_activation_bytes(n, k);
   if (q8_.bytes < bytes) {
     q8_ = Temp();
@@ -639,6 +666,7 @@ Result<const void*> CudaDevice::quantized_activations(const Tensor& x) {
   q8_x_ = x.f32();
   q8_n_ = n;
   q8_k_ = k;
+  q8_group_ = group;
   q8_valid_ = true;
   return static_cast<const void*>(q8_.data);
 }
@@ -647,10 +675,11 @@ Result<const void*> CudaDevice::quantized_activations(const Tensor& x) {
 // quantization into the norm that wrote x (rms_norm + quantize), and products of the same x
 // into one launch (q, k, v; gate, up).
 void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k,
-                            float* yd) {
+                            int group, float* yd) {
   const int64_t m = w.rows();
   const std::initializer_list<uint64_t> sig = {
-      17, u(w.data), static_cast<uint64_t>(w.type), u(m), u(k), u(xd), u(yd), u(xqd), fresh};
+      17,     u(w.data), static_cast<uint64_t>(w.type), u(m), u(k), u(xd), u(yd),
+      u(xqd), fresh,     static_cast<uint64_t>(group)};
   cuda::GemvQ8Matrix mat;
   mat.w = w.data;
   mat.type = w.type;
@@ -659,14 +688,16 @@ void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fr
   mat.y = yd;
   OpInfo* last = queued_info();
   if (fresh && last->kind == OpInfo::kNorm && last->out == xd && last->rows == 1 &&
-      last->cols == k && last->xq == nullptr && k % 32 == 0) {
+      last->cols == k && last->xq == nullptr && cuda::norm_q8_supported(k, group)) {
     last->xq = xqd;  // the norm writes the 8-bit copy too
-    fuse_into(infos_.size() - 1, {18, u(xqd)}, norm_launch(*last), *last);
+    last->q8_group = group;
+    fuse_into(infos_.size() - 1, {18, u(xqd), static_cast<uint64_t>(group)}, norm_launch(*last),
+              *last);
     fresh = false;
   }
   last = queued_info();
   if (!fresh && last->kind == OpInfo::kGemv && last->xq == xqd && last->k == k &&
-      last->multi.count < cuda::kMaxGemvMulti) {
+      last->q8_group == group && last->multi.count < cuda::kMaxGemvMulti) {
     OpInfo info = *last;
     auto& g = info.multi;
     g.mats[g.count] = mat;
@@ -682,6 +713,7 @@ void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fr
   info.xq = xqd;
   info.k = k;
   info.quantize = fresh;
+  info.q8_group = group;
   info.multi.mats[0] = mat;
   info.multi.block_ends[0] = cuda::gemv_q8_blocks(m);
   info.multi.count = 1;
@@ -958,7 +990,7 @@ bool CudaDevice::fuse_glu(const float* g, const float* up, float* out, int64_t n
   fuse_into(
       infos_.size() - 1, signature,
       [i, s, gelu, out]() -> Result<void> {
-        if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.xq, s));
+        if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));
         TERN_CUDA_TRY(cuda::gemv_q8_glu(i.multi.mats[0], i.multi.mats[1], i.k, i.xq, gelu, out, s));
         return {};
       },

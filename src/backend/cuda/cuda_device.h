@@ -96,6 +96,10 @@ class CudaDevice final : public Device {
   // Matmul kernel choice for timing and tests: decode products of quantized weights with 8-bit
   // activations and integer dots (default), or with F32 activations.
   void set_int8_gemv(bool on) { int8_gemv_ = on; }
+  // Prefill (n > 8) products of quantized weights: the int8 tensor-core GEMM with the decode
+  // path's 8-bit activations (the CPU backend's arithmetic), or dequantize to BF16 + cuBLAS.
+  // Default: TERN_CUDA_MMQ=1 in the environment picks the int8 GEMM (off until measured).
+  void set_int8_prefill(bool on) { int8_prefill_ = on; }
   // Step capture into CUDA graphs (default on; TERN_CUDA_GRAPHS=0 in the environment turns it
   // off). Turning it off ends an open capture first.
   void set_graphs(bool on);
@@ -133,7 +137,8 @@ class CudaDevice final : public Device {
   Launch gemv_launch(const OpInfo& info);
   bool fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
                 std::initializer_list<uint64_t> signature);
-  void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, float* yd);
+  void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, int group,
+                  float* yd);
   void float_token_gemv(const Tensor& w, const float* xd, float* yd);
   Launch float_gemv_launch(const OpInfo& info);
   // Runs the queued step: replays a recorded graph or captures a new one.
@@ -179,7 +184,8 @@ class CudaDevice final : public Device {
     void* data = nullptr;
   };
   std::vector<Frequencies> frequencies_;
-  Result<const void*> quantized_activations(const Tensor& x);
+  Result<const void*> quantized_activations(const Tensor& x, int group);
+  bool q8_cached(const Tensor& x, int group) const;
   struct Exec {
     std::vector<uint64_t> signature;
     CUgraphExec_st* exec = nullptr;
@@ -210,6 +216,7 @@ class CudaDevice final : public Device {
   double last_download_end_ = 0;  // host clock, us
   std::vector<StepTiming> timings_;
   bool int8_gemv_ = true;
+  bool int8_prefill_ = false;
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.
   Temp q8_;
@@ -220,6 +227,7 @@ class CudaDevice final : public Device {
   size_t pinned_bytes_ = 0;
   const float* q8_x_ = nullptr;
   int64_t q8_n_ = 0, q8_k_ = 0;
+  int q8_group_ = 32;
   bool q8_valid_ = false;
   bool failed_ = false;
   Error error_;

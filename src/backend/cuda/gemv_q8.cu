@@ -1035,14 +1035,14 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
   const dim3 grid(static_cast<unsigned>((m + kRowsPerBlock - 1) / kRowsPerBlock));
   const auto* p = static_cast<const uint8_t*>(w);
   const int ni = static_cast<int>(n);
+  if (n > 1 && gemv_mma_enabled(T, k)) {
+    (void)gemv_mma(T, p, m, k, a.qs, a.d, a.s, n, y, stream);
+    return;
+  }
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q6_K || T == TensorType::Q8_0) {
     if (n == 1 && pair_mode() != 0 && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
       launch_pair<T>(pair_warps(pairs, T), pairs, stream, p, m, row_bytes, a, y);
-      return;
-    }
-    if (n > 1 && gemv_mma_enabled(T, k)) {
-      (void)gemv_mma(T, p, m, k, a.qs, a.d, a.s, n, y, stream);
       return;
     }
     if (n > 1 && batch_pairs_enabled() && pair_type(T, k)) {

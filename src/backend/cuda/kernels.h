@@ -53,14 +53,37 @@ cudaError_t gemv_blocks(TensorType type, const void* w, int64_t m, int64_t k, co
 // Activations quantized to 8-bit blocks of 32 (quantize_q8 into `xq`), integer dot products.
 bool gemv_q8_supported(TensorType type);
 size_t q8_activation_bytes(int64_t n, int64_t k);
-cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, void* xq, cudaStream_t stream);
+// The layout quantize_q8 writes into `xq` (q8_activation_bytes(n, k) bytes): qs [n, k] int8, then
+// the blocks' scales d [n, k / 32] and scaled sums s [n, k / 32] (s = d * sum of the block's qs).
+struct Q8Activations {
+  const int8_t* qs;
+  const float* d;
+  const float* s;
+};
+inline Q8Activations q8_activations(const void* xq, int64_t n, int64_t k) {
+  const auto* qs = static_cast<const int8_t*>(xq);
+  const auto* d = reinterpret_cast<const float*>(qs + (static_cast<size_t>(n * k) + 15) / 16 * 16);
+  return {qs, d, d + n * (k / 32)};
+}
+// The values one activation scale covers for products with `type` weights, as on the CPU backend:
+// 256 for the super-block types (its Q8x256), 32 for the others (Q8x32).
+int q8_group(TensorType type);
+// group 32 or 256 (k a multiple of it): amax, and so d, over each group of values; the layout
+// stays per 32.
+cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, int group, void* xq,
+                        cudaStream_t stream);
 cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
                     float* y, cudaStream_t stream);
-// gemv_mma.cu: Q4_K, Q6_K and Q8_0 products of 2 <= n <= 8 rows of 8-bit activations (quantize_q8's
-// layout) on the int8 tensor cores; enabled by TERN_CUDA_GEMV_MMA=1 until measured on the GPU.
+// gemv_mma.cu: products of 2 <= n <= 8 rows of 8-bit activations (quantize_q8's layout) with
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K weights on the int8 tensor cores; enabled by
+// TERN_CUDA_GEMV_MMA=1 until measured on the GPU.
 bool gemv_mma_enabled(TensorType type, int64_t k);
 cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const int8_t* qs,
                      const float* d, const float* s, int64_t n, float* y, cudaStream_t stream);
+// gemm_q8.cu: the same products for any n (prefill), tiled 64 x 64 on the int8 tensor cores.
+bool gemm_q8_supported(TensorType type, int64_t k);
+cudaError_t gemm_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
+                    float* y, cudaStream_t stream);
 // Fused decode products of one token (n = 1) sharing the 8-bit x [k]: up to kMaxGemvMulti
 // matrices in one launch (q, k and v), and gate/up with the gated activation written too.
 struct GemvQ8Matrix {
@@ -87,10 +110,11 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols,
                      float* out, cudaStream_t stream);
 // Fused forms, each equal to its op sequence: when `b` is given, sum = a + b is written first
-// (the residual add) and normalized; when `xq` is given (cols a multiple of 32), the output is
-// also quantized into 8-bit blocks exactly as quantize_q8 would (rows, cols).
+// (the residual add) and normalized; when `xq` is given (norm_q8_supported(cols, group)), the
+// output is also quantized into 8-bit blocks exactly as quantize_q8 would (rows, cols, group).
+bool norm_q8_supported(int64_t cols, int group);
 cudaError_t add_rms_norm_q8(const float* a, const float* b, float* sum, const float* weight,
-                            float eps, int64_t rows, int64_t cols, float* out, void* xq,
+                            float eps, int64_t rows, int64_t cols, float* out, void* xq, int group,
                             cudaStream_t stream);
 // rms_norm of each head row in place followed by rope (x [n, heads, head_dim], head_dim <= 512).
 cudaError_t rms_norm_rope(float* x, const float* weight, float eps, int64_t head_dim, int64_t heads,

@@ -41,13 +41,19 @@ __device__ __forceinline__ float block_sum(float v, float* partial) {
   return total;
 }
 
-// The 8-bit blocks of 32 elements held by 8 consecutive lanes (a float4 each), quantized as
-// quantize_q8 does (max and integer sums do not depend on the order).
-__device__ __forceinline__ void quantize_float4(const float4& y, int64_t first, bool valid,
-                                                int8_t* qs, float* d_out, float* s_out) {
+// The largest |value| of the 32-element block that 8 consecutive lanes hold (a float4 each).
+__device__ __forceinline__ float block_amax8(const float4& y) {
   float amax = fmaxf(fmaxf(fabsf(y.x), fabsf(y.y)), fmaxf(fabsf(y.z), fabsf(y.w)));
 #pragma unroll
   for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  return amax;
+}
+
+// The 8-bit block of 32 elements held by 8 consecutive lanes, quantized with the scale of `amax`
+// (its own or its group's) as quantize_q8 does (integer sums do not depend on the order).
+__device__ __forceinline__ void quantize_float4(const float4& y, float amax, int64_t first,
+                                                bool valid, int8_t* qs, float* d_out,
+                                                float* s_out) {
   const float d = amax / 127.0f;
   const float id = amax == 0.0f ? 0.0f : 127.0f / amax;  // the CPU's arithmetic (quantize_q8.cu)
   const int q0 = __float2int_rn(y.x * id), q1 = __float2int_rn(y.y * id);
@@ -68,14 +74,17 @@ __device__ __forceinline__ void quantize_float4(const float4& y, int64_t first, 
 
 // out[r] = rms_norm(a[r] (+ b[r], written to sum_out)) * weight, and its 8-bit copy when kQuant.
 // cols % 4 == 0, cols <= 4 * blockDim.x * STEPS; blockDim.x a multiple of 32 (kQuant: cols % 32
-// == 0, so the 8 lanes of a quantization block are in one warp and all active).
+// == 0, so the 8 lanes of a quantization block are in one warp and all active; group 256: cols
+// % 256 == 0, the 8 blocks' maxima meet in shared memory, since a group spans two warps or two
+// steps).
 template <bool kAdd, bool kQuant, int STEPS>
 __global__ void __launch_bounds__(kRowThreads)
     row_norm_kernel(const float* a, const float* b, float* sum_out, const float* weight, float eps,
-                    int64_t cols, float* out, int8_t* qs, float* qd, float* qsum) {
+                    int64_t cols, float* out, int8_t* qs, float* qd, float* qsum, int group) {
   pdl_launch_dependents();
   pdl_wait();
   __shared__ float partial[kRowThreads / 32];
+  __shared__ float row_block_amax[kQuant ? kRowThreads * kMaxRowSteps / 8 : 1];
   const int64_t r = blockIdx.x;
   const int64_t quads = cols / 4;
   float4 v[STEPS];
@@ -102,6 +111,7 @@ __global__ void __launch_bounds__(kRowThreads)
   }
   const float total = block_sum(sum, partial);
   const float inv = 1.0f / sqrtf(total / static_cast<float>(cols) + eps);
+  float amax[STEPS];
 #pragma unroll
   for (int s = 0; s < STEPS; ++s) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(s) * blockDim.x;
@@ -112,8 +122,27 @@ __global__ void __launch_bounds__(kRowThreads)
       y.x *= w.x, y.y *= w.y, y.z *= w.z, y.w *= w.w;
     }
     if (valid) reinterpret_cast<float4*>(out + r * cols)[i] = y;
-    // Every lane of the warp takes part in the shuffles; only valid groups store.
-    if constexpr (kQuant) quantize_float4(y, r * cols + i * 4, valid, qs, qd, qsum);
+    v[s] = y;
+    // Every lane of the warp takes part in the shuffles; only valid blocks store.
+    if constexpr (kQuant) {
+      amax[s] = block_amax8(y);
+      if (group == 256 && valid && (threadIdx.x & 7) == 0) row_block_amax[i / 8] = amax[s];
+    }
+  }
+  if constexpr (kQuant) {
+    if (group == 256) __syncthreads();  // uniform over the block
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(s) * blockDim.x;
+      const bool valid = i < quads;
+      float scale_amax = amax[s];
+      if (group == 256 && valid) {
+        const int64_t first_block = (i / 8) & ~int64_t{7};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) scale_amax = fmaxf(scale_amax, row_block_amax[first_block + j]);
+      }
+      quantize_float4(v[s], scale_amax, r * cols + i * 4, valid, qs, qd, qsum);
+    }
   }
 }
 
@@ -135,16 +164,16 @@ bool row_shape(int64_t cols, bool quant, int& threads, int& steps) {
 template <bool kAdd, bool kQuant>
 void launch_row_norm(int threads, int steps, unsigned grid, cudaStream_t stream, const float* a,
                      const float* b, float* sum, const float* weight, float eps, int64_t cols,
-                     float* out, int8_t* qs, float* qd, float* qsum) {
+                     float* out, int8_t* qs, float* qd, float* qsum, int group = 32) {
   if (steps == 1) {
     (void)launch_pdl(row_norm_kernel<kAdd, kQuant, 1>, grid, threads, stream, a, b, sum, weight,
-                     eps, cols, out, qs, qd, qsum);
+                     eps, cols, out, qs, qd, qsum, group);
   } else if (steps == 2) {
     (void)launch_pdl(row_norm_kernel<kAdd, kQuant, 2>, grid, threads, stream, a, b, sum, weight,
-                     eps, cols, out, qs, qd, qsum);
+                     eps, cols, out, qs, qd, qsum, group);
   } else {
     (void)launch_pdl(row_norm_kernel<kAdd, kQuant, kMaxRowSteps>, grid, threads, stream, a, b, sum,
-                     weight, eps, cols, out, qs, qd, qsum);
+                     weight, eps, cols, out, qs, qd, qsum, group);
   }
 }
 
@@ -274,30 +303,38 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+bool norm_q8_supported(int64_t cols, int group) {
+  int threads = 0, steps = 0;
+  if (group == 32) return cols % 32 == 0;
+  // Group 256 only in the row kernels (the looping kernel quantizes a warp's 32 at a time).
+  return group == 256 && cols % 256 == 0 && row_shape(cols, true, threads, steps);
+}
+
 cudaError_t add_rms_norm_q8(const float* a, const float* b, float* sum, const float* weight,
-                            float eps, int64_t rows, int64_t cols, float* out, void* xq,
+                            float eps, int64_t rows, int64_t cols, float* out, void* xq, int group,
                             cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   int8_t* qs = static_cast<int8_t*>(xq);
   float* qd = nullptr;
   float* qsum = nullptr;
   if (xq != nullptr) {
-    if (cols % 32 != 0) return cudaErrorInvalidValue;
-    qd = reinterpret_cast<float*>(qs + (static_cast<size_t>(rows * cols) + 15) / 16 * 16);
-    qsum = qd + rows * (cols / 32);
+    if (!norm_q8_supported(cols, group)) return cudaErrorInvalidValue;
+    const Q8Activations view = q8_activations(xq, rows, cols);
+    qd = const_cast<float*>(view.d);
+    qsum = const_cast<float*>(view.s);
   }
   const unsigned grid = static_cast<unsigned>(rows);
   int threads = 0, steps = 0;
   if (row_shape(cols, xq != nullptr, threads, steps)) {
     if (b != nullptr && xq != nullptr) {
       launch_row_norm<true, true>(threads, steps, grid, stream, a, b, sum, weight, eps, cols, out,
-                                  qs, qd, qsum);
+                                  qs, qd, qsum, group);
     } else if (b != nullptr) {
       launch_row_norm<true, false>(threads, steps, grid, stream, a, b, sum, weight, eps, cols, out,
                                    qs, qd, qsum);
     } else if (xq != nullptr) {
       launch_row_norm<false, true>(threads, steps, grid, stream, a, b, sum, weight, eps, cols, out,
-                                   qs, qd, qsum);
+                                   qs, qd, qsum, group);
     } else {
       launch_row_norm<false, false>(threads, steps, grid, stream, a, b, sum, weight, eps, cols, out,
                                     qs, qd, qsum);

@@ -1,11 +1,15 @@
-// quantize_q8: F32 activations x [n, k] (k a multiple of 32) to 8-bit blocks of 32 for the
-// integer-dot GEMV: qs [n, k] int8, then d [n, k/32] and s [n, k/32] floats, d = max|x| / 127,
-// q = x * (127 / max|x|) rounded half to even (as the CPU backend), s = d * sum(q) (for the
-// min/offset terms of the weights). One warp per block.
+// quantize_q8: F32 activations x [n, k] to 8-bit blocks of 32 for the integer products (gemv_q8,
+// gemv_mma, gemm_q8): qs [n, k] int8, then d [n, k/32] and s [n, k/32] floats, with d = amax / 127
+// and q = x * (127 / amax) rounded half to even, as the CPU backend quantizes, and s = d * sum(q)
+// (for the weights' offset terms). amax is taken over each `group` of values: 32 (the CPU's
+// Q8x32, for the 32-element block types) or 256 (its Q8x256, for the K-quants: the 8 blocks of
+// 32 share one scale), so both backends make the same 8-bit activations for every weight type.
+// group 32: one warp per block; group 256: one warp per group, 8 values a lane.
 // Reads 4 bytes per element, writes 1.25.
 // Measured (H200, 2026-12-04, cold profile of a Qwen3-8B decode step): 194 us a pass for the
 // quantizations the fused norms do not absorb (~2.7 us a launch for 16-48 KB): latency-bound,
-// well under 1% of the copy roofline. Prefill (n = 512) is not measured apart.
+// well under 1% of the copy roofline. Prefill (n = 512) is not measured apart; the group-256
+// kernel is not yet run on a GPU.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 
@@ -26,8 +30,8 @@ __global__ void quantize_q8_kernel(const float* x, int64_t blocks, int8_t* qs, f
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax / 127.0f;
   // The CPU backend's arithmetic (acts_avx2.cpp, acts_avx512.cpp, quantize.cpp): x * (127 / amax)
-  // rounded half to even, so both backends make the same 8-bit activations for the 32-element
-  // block types (1 / d differs from 127 / amax in the last bit, and roundf rounds halves away).
+  // rounded half to even, so both backends make the same 8-bit activations (1 / d differs from
+  // 127 / amax in the last bit, and roundf rounds halves away).
   const float id = amax == 0.0f ? 0.0f : 127.0f / amax;
   const int q = __float2int_rn(v * id);
   qs[b * 32 + lane] = static_cast<int8_t>(q);
@@ -40,21 +44,84 @@ __global__ void quantize_q8_kernel(const float* x, int64_t blocks, int8_t* qs, f
   }
 }
 
+// One warp per 256 values: lane l holds values 8 l .. 8 l + 7, so block j (of 32) is lanes
+// 4 j .. 4 j + 3.
+__global__ void quantize_q8_group256_kernel(const float* x, int64_t groups, int8_t* qs,
+                                            float* d_out, float* s_out) {
+  pdl_launch_dependents();
+  pdl_wait();
+
+  const int64_t gi = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (gi >= groups) return;
+  const float* src = x + gi * 256 + lane * 8;  // scalar loads: x need not be 16-byte aligned
+  float v[8];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    v[i] = src[i];
+    amax = fmaxf(amax, fabsf(v[i]));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax / 127.0f;
+  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;  // as in quantize_q8_kernel
+  uint32_t packed[2] = {0u, 0u};
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int q = __float2int_rn(v[i] * id);
+    sum += q;
+    packed[i / 4] |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * (i % 4));
+  }
+  *reinterpret_cast<uint2*>(qs + gi * 256 + lane * 8) = make_uint2(packed[0], packed[1]);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  if (lane % 4 == 0) {
+    const int64_t b = gi * 8 + lane / 4;
+    d_out[b] = d;
+    s_out[b] = d * static_cast<float>(sum);
+  }
+}
+
 }  // namespace
+
+int q8_group(TensorType type) {
+  switch (type) {
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_XS:
+      return 256;
+    default:
+      return 32;
+  }
+}
 
 size_t q8_activation_bytes(int64_t n, int64_t k) {
   const size_t qs = (static_cast<size_t>(n * k) + 15) / 16 * 16;
   return qs + 2 * static_cast<size_t>(n * (k / 32)) * sizeof(float);
 }
 
-cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, void* xq, cudaStream_t stream) {
+cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, int group, void* xq,
+                        cudaStream_t stream) {
+  if ((group != 32 && group != 256) || k % group != 0) return cudaErrorInvalidValue;
   const int64_t blocks = n * (k / 32);
   if (blocks == 0) return cudaSuccess;
-  auto* qs = static_cast<int8_t*>(xq);
-  auto* d = reinterpret_cast<float*>(qs + (static_cast<size_t>(n * k) + 15) / 16 * 16);
-  float* s = d + blocks;
-  (void)launch_pdl(quantize_q8_kernel, static_cast<unsigned>((blocks + 7) / 8), 256, stream, x,
-                   blocks, qs, d, s);
+  const Q8Activations a = q8_activations(xq, n, k);
+  auto* qs = const_cast<int8_t*>(a.qs);
+  auto* d = const_cast<float*>(a.d);
+  auto* s = const_cast<float*>(a.s);
+  if (group == 256) {
+    const int64_t groups = blocks / 8;
+    (void)launch_pdl(quantize_q8_group256_kernel, static_cast<unsigned>((groups + 7) / 8), 256,
+                     stream, x, groups, qs, d, s);
+  } else {
+    (void)launch_pdl(quantize_q8_kernel, static_cast<unsigned>((blocks + 7) / 8), 256, stream, x,
+                     blocks, qs, d, s);
+  }
   return cudaGetLastError();
 }
 
