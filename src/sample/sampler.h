@@ -37,6 +37,8 @@ class Sampler {
   // Greedy with nothing that changes the logits first (no penalties, no bias): the token is the
   // argmax of the raw logits, which the model can take where they are (the GPU).
   bool plain_greedy() const;
+  // Whether penalties or a logit bias change the logits before the choice.
+  bool changes_logits() const;
   // Picks a token from `logits` given the tokens so far (prompt and generated, for penalties).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
   // The probability the sampler gave to each candidate after the last call (for logprobs).

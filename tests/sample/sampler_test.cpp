@@ -2,8 +2,10 @@
 // the sampled distribution itself, and stop strings split across tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "sample/sampler.h"
 #include "sample/stop_matcher.h"
@@ -75,6 +77,88 @@ TEST(Sampler, TruncationKeepsOnlyTheHead) {
   p.top_p = 0.01f;
   Sampler tp(p);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(tp.sample(kLogits, {}), 1);
+}
+
+// The sampler takes candidates band by band below the maximum instead of sorting the vocabulary;
+// its picks must equal a full sort's: every token ordered by logit (ties: lower id first),
+// top-k / min-p / top-p cut from that order, then one uniform draw walked down it.
+int32_t full_sort_pick(const std::vector<float>& logits, const SamplingParams& p, double u) {
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const size_t keep =
+      p.top_k > 0 ? std::min(order.size(), static_cast<size_t>(p.top_k)) : order.size();
+  std::vector<double> w(keep);
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    w[i] = std::exp((logits[order[i]] - logits[order[0]]) * (1.0f / p.temperature));
+    total += w[i];
+  }
+  size_t end = keep;
+  double mass = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    if (p.min_p > 0 && w[i] / total < w[0] / total * p.min_p) {
+      end = i;
+      break;
+    }
+    mass += w[i] / total;
+    if (p.top_p < 1 && mass >= p.top_p) {
+      end = i + 1;
+      break;
+    }
+  }
+  const double kept = (p.min_p > 0 || p.top_p < 1) ? mass : 1.0;
+  double cumulative = 0;
+  for (size_t i = 0; i < end; ++i) {
+    cumulative += w[i] / total;
+    if (u * kept < cumulative) return order[i];
+  }
+  return order[end - 1];
+}
+
+TEST(Sampler, PicksWhatAFullSortPicks) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 12; ++trial) {
+    // Logits spread over several bands (tens of units below the maximum), with ties.
+    std::vector<float> logits(3000);
+    std::normal_distribution<float> normal(0.0f, trial % 2 == 0 ? 2.0f : 8.0f);
+    for (auto& l : logits) l = std::round(normal(rng) * 4.0f) / 4.0f;
+    SamplingParams p;
+    p.temperature = trial % 3 == 0 ? 0.5f : 1.0f;
+    p.top_p = trial % 4 == 1 ? 0.9f : 1.0f;
+    p.min_p = trial % 4 == 2 ? 0.01f : 0.0f;
+    p.top_k = trial % 4 == 3 ? 50 : 0;
+    p.seed = 100 + trial;
+    Sampler s(p);
+    std::mt19937_64 draws(*p.seed);  // the sampler's own draws: one uniform per token
+    for (int i = 0; i < 200; ++i) {
+      const double u = std::uniform_real_distribution<double>(0.0, 1.0)(draws);
+      ASSERT_EQ(s.sample(logits, {}), full_sort_pick(logits, p, u)) << "trial " << trial;
+    }
+  }
+}
+
+// A head token and a flat tail one band down (4,000 tokens at 10 below): the tail holds 15% of
+// the mass, and top-p 0.9 keeps the tail's lowest ids only (ties in id order).
+TEST(Sampler, TailBandsAndTiesFollowTheDistribution) {
+  std::vector<float> logits(4001, -10.0f);
+  logits[0] = 0.0f;
+  const double tail = 4000 * std::exp(-10.0), head = 1.0 / (1.0 + tail);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 3;
+  Sampler all(p);
+  const int n = 20000;
+  int heads = 0;
+  for (int i = 0; i < n; ++i) heads += all.sample(logits, {}) == 0;
+  EXPECT_NEAR(heads / static_cast<double>(n), head, 4 * std::sqrt(head * (1 - head) / n));
+  p.top_p = 0.9f;
+  Sampler cut(p);
+  // Kept: the head and the first (0.9 - head) / (tail share per token) tail tokens.
+  const auto last_kept = static_cast<int32_t>(std::ceil((0.9 - head) / (std::exp(-10.0) * head)));
+  for (int i = 0; i < 5000; ++i) EXPECT_LE(cut.sample(logits, {}), last_kept);
 }
 
 TEST(Sampler, PenaltiesAndBiasChangeTheChoice) {
