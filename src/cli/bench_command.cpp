@@ -23,9 +23,10 @@ struct Speeds {
   double prefill_tok_s = 0, decode_tok_s = 0;
 };
 
-// N sequences (one per prompt) of `gen` greedy tokens each, batched by the scheduler.
+// N sequences (one per prompt) of `gen` tokens each (greedy, or sampled as `sampling` says),
+// batched by the scheduler.
 Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t>>& prompts,
-                           int64_t gen) {
+                           int64_t gen, const SamplingParams& sampling) {
   using Clock = std::chrono::steady_clock;
   const auto count = static_cast<int64_t>(prompts.size());
   SchedulerOptions so;
@@ -43,6 +44,7 @@ Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t
     r.prompt = prompts[i];
     r.max_tokens = gen;
     r.needs_logits = false;
+    r.sampling = sampling;
     r.hooks.on_token = [&, i](int32_t, std::span<const float>) {
       if (++generated[i] == 1 && ++started == count) all_started = Clock::now();
       return true;
@@ -78,6 +80,8 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     std::vector<int64_t> gen_tokens{128};
     std::vector<int64_t> parallel{1};
     int repetitions = 3;
+    float temperature = 0.0f;
+    float top_p = 1.0f;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -95,6 +99,14 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
                   "Sequences decoded together (repeatable); above 1 the figures are aggregates "
                   "over that many sequences batched by the serving scheduler")
       ->check(CLI::Range(int64_t{1}, int64_t{256}))
+      ->capture_default_str();
+  cmd->add_option("--temp,--temperature", a->temperature,
+                  "Sample at this temperature instead of greedy decoding (seeded): decode speed "
+                  "with a client's sampling settings")
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass with --temperature (1: off)")
+      ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON");
   add_bench_compare_command(*cmd, ctx);
@@ -128,8 +140,11 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     }
     nlohmann::json results = nlohmann::json::array();
     if (!a->json) {
-      fmt::print("model {} ({} {}), {}{}\n", m.path, m.info.architecture, m.info.quantization,
-                 m.device->name(), m.comm ? ", tensor parallel over " + m.comm->name() : "");
+      fmt::print("model {} ({} {}), {}{}{}\n", m.path, m.info.architecture, m.info.quantization,
+                 m.device->name(), m.comm ? ", tensor parallel over " + m.comm->name() : "",
+                 a->temperature > 0.0f ? fmt::format(", sampled at temperature {:g} (top-p {:g})",
+                                                     a->temperature, a->top_p)
+                                       : std::string());
       fmt::print("{:>8} {:>8} {:>22} {:>22}{}\n", "prompt", "gen", "prefill tok/s", "decode tok/s",
                  show_sequences ? "  sequences" : "");
     }
@@ -144,11 +159,14 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
           GenerateOptions go;
           go.max_tokens = n;
           go.ignore_eos = true;
+          go.sampling.temperature = a->temperature;
+          go.sampling.top_p = a->top_p <= 0.0f ? 1.0f : a->top_p;
+          go.sampling.seed = 1234;
           std::vector<double> prefill, decode;
           for (int r = 0; r <= a->repetitions; ++r) {
             gen.reset();  // (a batched run: its sequence's KV blocks go back to the pool)
             if (seqs > 1) {
-              auto res = run_batched(m, prompts, n);
+              auto res = run_batched(m, prompts, n, go.sampling);
               if (!res) {
                 ctx.exit_code = report_error(res.error().message);
                 return;
@@ -176,6 +194,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
                  {"gen_tokens", n},
                  {"sequences", seqs},
                  {"repetitions", a->repetitions},
+                 {"temperature", a->temperature},
                  {"prefill_tok_s", {{"median", ps.median}, {"min", ps.low}, {"max", ps.high}}},
                  {"decode_tok_s", {{"median", ds.median}, {"min", ds.low}, {"max", ds.high}}}});
           } else {

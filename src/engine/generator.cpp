@@ -19,7 +19,7 @@ void Generator::reset() {
 }
 
 Result<void> Generator::feed(std::span<const int32_t> tokens, int64_t chunk, bool all_logits,
-                             std::vector<float>& logits, int32_t* greedy) {
+                             std::vector<float>& logits, int32_t* greedy, const SampleDraw* draw) {
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
     const size_t n = std::min(static_cast<size_t>(chunk), tokens.size() - at);
     if (!m_.cache->reserve(seq_, seq_.length + static_cast<int64_t>(n))) {
@@ -29,7 +29,10 @@ Result<void> Generator::feed(std::span<const int32_t> tokens, int64_t chunk, boo
     const bool last = at + n == tokens.size();
     SequenceBatch batch{tokens.subspan(at, n), &seq_, all_logits};
     batch.last_logits = all_logits || last;  // a chunk before the last one needs no logits
-    if (last && !all_logits) batch.greedy_token = greedy;
+    if (last && !all_logits) {
+      batch.greedy_token = greedy;
+      batch.draw = draw;
+    }
     chunk_logits_.clear();
     TERN_TRY(m_.model->forward({&batch, 1}, *m_.cache, chunk_logits_));
     cached_.insert(cached_.end(), tokens.begin() + static_cast<long>(at),
@@ -74,13 +77,21 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   result.reused_tokens = static_cast<int64_t>(common);
 
   Sampler sampler(options.sampling);
-  // Plain greedy decoding takes the argmax where the logits are: only the id comes back.
-  const bool on_device = sampler.plain_greedy();
+  // Plain greedy decoding takes the argmax where the logits are, and temperature sampling without
+  // penalties draws the token there (Device::sample_rows): only the id comes back.
+  const bool on_device = sampler.plain_greedy() || sampler.device_sampling();
   int32_t next_token = -1;
   int32_t* greedy = on_device ? &next_token : nullptr;
+  SampleDraw draw;  // this token's draw, taken just before the forward that samples it
+  auto draw_for_next = [&]() -> const SampleDraw* {
+    if (!sampler.device_sampling()) return nullptr;
+    draw = sampler.draw();
+    return &draw;
+  };
   auto start = Clock::now();
   std::vector<float> logits;
-  TERN_TRY(feed(prompt.subspan(common), options.prefill_chunk, false, logits, greedy));
+  TERN_TRY(
+      feed(prompt.subspan(common), options.prefill_chunk, false, logits, greedy, draw_for_next()));
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   StopMatcher stops(options.stop);
@@ -127,7 +138,7 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
     }
     logits.clear();
     const int32_t next[1] = {token};
-    TERN_TRY(feed(next, 1, false, logits, greedy));
+    TERN_TRY(feed(next, 1, false, logits, greedy, draw_for_next()));
   }
   if (result.finish != FinishReason::Cancelled) {
     auto tail = stops.push(detok.finish());

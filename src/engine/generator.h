@@ -47,9 +47,11 @@ class Generator {
 
  private:
   // Feeds tokens in chunks; the last token's logits go to `logits` (every token's with
-  // all_logits), or only its argmax to *greedy when that is given.
+  // all_logits), or only its argmax to *greedy when that is given (the token `draw` picks, when
+  // that is given too).
   Result<void> feed(std::span<const int32_t> tokens, int64_t chunk, bool all_logits,
-                    std::vector<float>& logits, int32_t* greedy = nullptr);
+                    std::vector<float>& logits, int32_t* greedy = nullptr,
+                    const SampleDraw* draw = nullptr);
   LoadedModel& m_;
   SequenceKv seq_;
   std::vector<int32_t> cached_;      // tokens whose KV is in seq_

@@ -25,8 +25,10 @@ struct SequenceBatch {
                                     // not reach the end of the prompt needs none)
   // Greedy decoding: when set, the last new token's logits are not returned; the first index of
   // their maximum is written here instead (computed where the logits are: on the GPU only the
-  // id travels back).
+  // id travels back). With `draw` set too, the token that temperature draw picks instead
+  // (Device::sample_rows: the host Sampler's arithmetic).
   int32_t* greedy_token = nullptr;
+  const SampleDraw* draw = nullptr;
   // A token tree (speculative decoding's verify pass; empty: the tokens follow each other): each
   // new token's parent among them, earlier in the list (-1: the last cached token), at most
   // kMaxTreeTokens. Token i then sits at position kv->length + its depth and attends to the

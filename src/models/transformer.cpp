@@ -46,6 +46,7 @@ ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBat
       if (s.logits_for_all || (s.last_logits && last)) {
         logit_rows.push_back(tokens + i);
         greedy.push_back(last ? s.greedy_token : nullptr);
+        draws.push_back(last && s.greedy_token != nullptr ? s.draw : nullptr);
       }
     }
     tokens += seq.token_count;
@@ -190,6 +191,11 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
       if (!ids) return ids.error();
       auto* id_data = static_cast<int32_t*>(ids->data);
       st.device.argmax_rows(*out, id_data);
+      for (int64_t r = 0; r < rows; ++r) {  // rows with a temperature draw: sampled instead
+        if (const SampleDraw* draw = st.draws[static_cast<size_t>(r)]) {
+          st.device.sample_rows(out->row_slice(r, 1), std::span(draw, 1), id_data + r);
+        }
+      }
       std::vector<int32_t> host_ids(static_cast<size_t>(rows));
       st.device.download(id_data, host_ids.data(), host_ids.size() * sizeof(int32_t));
       for (int64_t r = 0; r < rows; ++r) {
@@ -238,7 +244,11 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits.data() + at + r * head.vocab;
     if (int32_t* target = st.greedy[static_cast<size_t>(r)]) {
-      *target = static_cast<int32_t>(std::max_element(row, row + head.vocab) - row);
+      const SampleDraw* draw = st.draws[static_cast<size_t>(r)];
+      *target =
+          draw != nullptr
+              ? pick_token(std::span<const float>(row, static_cast<size_t>(head.vocab)), *draw)
+              : static_cast<int32_t>(std::max_element(row, row + head.vocab) - row);
       continue;
     }
     if (row != logits.data() + kept) std::copy_n(row, head.vocab, logits.data() + kept);

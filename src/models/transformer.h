@@ -26,8 +26,9 @@ class ForwardState {
   std::vector<int32_t> positions;  // [tokens]
   std::vector<int32_t> slots;      // [tokens] KV slot of each new token
   std::vector<AttentionSequence> sequences;
-  std::vector<int64_t> logit_rows;  // batch rows whose logits are wanted
-  std::vector<int32_t*> greedy;     // per logit row: where its argmax goes instead (or null)
+  std::vector<int64_t> logit_rows;       // batch rows whose logits are wanted
+  std::vector<int32_t*> greedy;          // per logit row: where its argmax goes instead (or null)
+  std::vector<const SampleDraw*> draws;  // per logit row with `greedy`: sampled with this instead
 
   // A fresh F32 buffer [rows, cols] that lives as long as this state.
   Result<Tensor> scratch(int64_t rows, int64_t cols);

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/device/sample_pick.h"
 #include "base/error.h"
 
 namespace tern {
@@ -41,12 +42,17 @@ class Sampler {
   bool changes_logits() const;
   // Picks a token from `logits` given the tokens so far (prompt and generated, for penalties).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // Temperature sampling with nothing that changes the logits: Device::sample_rows can pick the
+  // token where the logits are, given draw() (which consumes the draw sample() would have).
+  bool device_sampling() const { return params_.temperature > 0.0f && !changes_logits(); }
+  SampleDraw draw();
   // The probability the sampler gave to each candidate after the last call (for logprobs).
   // Log-softmax of the processed logits (before truncation), one per vocabulary entry.
   static std::vector<float> log_softmax(std::span<const float> logits);
 
  private:
   void apply_penalties(std::vector<float>& logits, std::span<const int32_t> history) const;
+  double next_uniform();
   SamplingParams params_;
   std::mt19937_64 rng_;
 };

@@ -19,8 +19,8 @@ uint64_t Scheduler::add(SequenceRequest request) {
   seq.prompt_tokens = static_cast<int64_t>(seq.tokens.size());
   seq.sampler = std::make_unique<Sampler>(std::move(request.sampling));
   seq.constraint = std::move(request.constraint);
-  seq.greedy_on_device =
-      !request.needs_logits && seq.constraint == nullptr && seq.sampler->plain_greedy();
+  seq.greedy_on_device = !request.needs_logits && seq.constraint == nullptr &&
+                         (seq.sampler->plain_greedy() || seq.sampler->device_sampling());
   seq.max_tokens = request.max_tokens;
   seq.hooks = std::move(request.hooks);
   waiting_.push_back(std::move(seq));
@@ -141,7 +141,13 @@ void Scheduler::step() {
         std::span(s.tokens).subspan(static_cast<size_t>(s.kv.length), static_cast<size_t>(p.count));
     b.kv = &s.kv;
     b.last_logits = s.kv.length + p.count == static_cast<int64_t>(s.tokens.size());
-    if (b.last_logits && s.greedy_on_device) b.greedy_token = &s.greedy_token;
+    if (b.last_logits && s.greedy_on_device) {
+      b.greedy_token = &s.greedy_token;
+      if (s.sampler->device_sampling()) {  // this token's draw, as sample() would take it
+        s.draw = s.sampler->draw();
+        b.draw = &s.draw;
+      }
+    }
     batch.push_back(b);
   }
   for (auto it : failed) {

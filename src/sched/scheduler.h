@@ -83,8 +83,11 @@ class Scheduler {
     SequenceKv kv;  // kv.length: computed
     std::unique_ptr<Sampler> sampler;
     std::shared_ptr<TokenConstraint> constraint;
-    bool greedy_on_device = false;  // plain greedy, no constraint, logits not needed
-    int32_t greedy_token = -1;      // where the forward writes the argmax then
+    // Plain greedy or penalty-free temperature sampling, no constraint, logits not needed: the
+    // forward writes the token (argmax, or what `draw` picks) to greedy_token.
+    bool greedy_on_device = false;
+    int32_t greedy_token = -1;
+    SampleDraw draw;
     int64_t max_tokens = 0;
     SequenceHooks hooks;
   };

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <future>
+#include <tuple>
 
 #include "engine/engine.h"
 #include "synthetic_model.h"
@@ -206,6 +207,40 @@ TEST_F(EngineTest, LogprobsAreADistribution) {
     }
   }
   EXPECT_EQ(seen, 3);
+}
+
+// Temperature sampling without penalties picks where the logits are (Device::sample_rows) unless
+// the request wants logprobs (then the host Sampler reads the whole row): both take the same draws
+// from the same seed and must pick the same tokens, and the Generator's path picks them too.
+TEST_F(EngineTest, SampledTokensAreTheSameWhereverTheyArePicked) {
+  auto m = load();
+  for (auto [temperature, top_p, top_k] :
+       {std::tuple{0.8f, 1.0f, 0}, {1.2f, 0.9f, 0}, {0.7f, 1.0f, 20}}) {
+    auto sampled = [&](bool logprobs) {
+      Engine engine(*m, EngineOptions{1, 64});
+      auto r = greedy(prompt(7, 4), 24);
+      r.options.sampling.temperature = temperature;
+      r.options.sampling.top_p = top_p;
+      r.options.sampling.top_k = top_k;
+      r.options.sampling.seed = 11;
+      if (logprobs) r.top_logprobs = 2;
+      return drain(**engine.submit(r)).tokens;
+    };
+    const auto on_device = sampled(false), on_host = sampled(true);
+    ASSERT_EQ(on_device.size(), 24u);
+    EXPECT_EQ(on_device, on_host) << "temperature " << temperature;
+    Generator g(*m);
+    GenerateOptions go;
+    go.max_tokens = 24;
+    go.ignore_eos = true;
+    go.sampling.temperature = temperature;
+    go.sampling.top_p = top_p;
+    go.sampling.top_k = top_k;
+    go.sampling.seed = 11;
+    auto alone = g.generate(prompt(7, 4), go);
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(alone->tokens, on_device) << "temperature " << temperature;
+  }
 }
 
 }  // namespace

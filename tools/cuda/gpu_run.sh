@@ -6,7 +6,8 @@
 # cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
 # and llama.cpp's llama-bench on the same file, interleaved), files (the Q8_0 and BF16 files),
 # long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), parallel (8 sequences
-# against one under PARALLEL_CONFIGS), stash and join (a file
+# against one under PARALLEL_CONFIGS), prefill (pp512 / pp4096 under PREFILL_CONFIGS, sampled
+# decode, llama-bench's prefill), stash and join (a file
 # carried in parts over calls made back to back: tools/cuda/carry_parts.sh; llama-bench is looked for in
 # /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
 # repository holds no script that builds llama.cpp). Logs go to $OUT; a short table is printed
@@ -93,6 +94,15 @@ if [[ " $stages " == *" tests "* ]]; then
   TERN_CUDA_MMQ=1 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-mmq.log" 2>&1
   echo "cuda_forward_test TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/forward-mmq.log" | head -10 >>"$summary"
+  # The tensor-core prefill attention (attention_prefill.cu, behind its flag).
+  TERN_CUDA_ATTN_PREFILL=1 timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
+    >"$OUT/ops-attn-prefill.log" 2>&1
+  echo "cuda_device_test Attention with TERN_CUDA_ATTN_PREFILL=1 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-attn-prefill.log" | head -10 >>"$summary"
+  TERN_CUDA_ATTN_PREFILL=1 TERN_CUDA_MMQ=1 timeout 200 $T/bin/cuda_forward_test \
+    >"$OUT/forward-prefill.log" 2>&1
+  echo "cuda_forward_test TERN_CUDA_ATTN_PREFILL=1 TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/forward-prefill.log" | head -10 >>"$summary"
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.
   for v in ${FGEMV_VARIANTS:-5 15}; do
@@ -187,6 +197,32 @@ if [[ " $stages " == *" parallel "* ]]; then
     echo "tern --parallel 1 / 8 [$c] rc=$?" >>"$summary"
     grep -E '^ +512 |steps of' "$log" >>"$summary"
   done
+fi
+if [[ " $stages " == *" prefill "* ]]; then
+  # Prefill of 512 and 4,096 tokens and sampled decode (MODEL) under each configuration of
+  # PREFILL_CONFIGS, twice in alternation (A B A B), then llama-bench's pp512 / pp4096 once.
+  model=${MODEL:-/tmp/q4km.gguf}
+  IFS=';' read -ra fconfigs <<<"${PREFILL_CONFIGS:--;TERN_CUDA_MMQ=1;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_MMQ=1 TERN_CUDA_ATTN_PREFILL=1}"
+  for round in 1 2; do
+    for c in "${fconfigs[@]}"; do
+      envs=()
+      [ "$c" != "-" ] && read -ra envs <<<"$c"
+      log="$OUT/prefill-$round-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+      env "${envs[@]}" timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -p 4096 \
+        -n 64 -r 2 >"$log" 2>&1
+      echo "tern prefill [$c] round $round rc=$?" >>"$summary"
+      grep -E '^ +(512|4096) ' "$log" >>"$summary"
+    done
+  done
+  timeout 120 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 --temp 1 \
+    >"$OUT/sampled.log" 2>&1
+  echo "tern sampled decode (--temp 1) rc=$?: $(grep -E '^ +512 ' "$OUT/sampled.log")" >>"$summary"
+  if [ -x /tmp/llama/bin/llama-bench ]; then
+    LD_LIBRARY_PATH=/tmp/llama/bin:$LD_LIBRARY_PATH timeout 200 /tmp/llama/bin/llama-bench \
+      -m "$model" -fa 1 -ngl 99 -p 512,4096 -n 0 -r 2 >"$OUT/prefill-llama.log" 2>&1
+    echo "llama-bench pp512/pp4096 rc=$?" >>"$summary"
+    grep '^| [a-z]' "$OUT/prefill-llama.log" | grep -v model >>"$summary"
+  fi
 fi
 if [[ " $stages " == *" profile "* ]]; then
   # Decode steps after a 512-token prompt (ncu profiles each kernel node of the replayed graphs

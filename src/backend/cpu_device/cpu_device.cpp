@@ -164,6 +164,14 @@ void CpuDevice::argmax_rows(const Tensor& x, int32_t* ids) {
   }
 }
 
+void CpuDevice::sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) {
+  const int64_t cols = x.ne[0];
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    ids[r] = pick_token(std::span<const float>(x.f32() + r * cols, static_cast<size_t>(cols)),
+                        draws[static_cast<size_t>(r)]);
+  }
+}
+
 void CpuDevice::add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                                   std::span<const float> weights, Tensor& dst) {
   const int64_t cols = src.ne[0];

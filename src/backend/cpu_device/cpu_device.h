@@ -30,6 +30,7 @@ class CpuDevice final : public Device {
   void add_row_vector(Tensor& x, const Tensor& v) override;
   void scale(Tensor& x, float factor) override;
   void argmax_rows(const Tensor& x, int32_t* ids) override;
+  void sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) override;
   void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                          std::span<const float> weights, Tensor& dst) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;

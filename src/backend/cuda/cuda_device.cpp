@@ -195,6 +195,7 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
 
 CudaDevice::~CudaDevice() {
   q8_ = Temp();
+  sample_workspace_ = Temp();
   if (stream_ != nullptr) {
     (void)flush();
     (void)cudaStreamSynchronize(stream_);
@@ -940,6 +941,40 @@ void CudaDevice::argmax_rows(const Tensor& x, int32_t* ids) {
   });
 }
 
+void CudaDevice::sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) {
+  if (failed_) return;
+  const float* xd = x.f32();
+  const int64_t rows = x.rows(), cols = x.ne[0];
+  if (static_cast<int64_t>(draws.size()) < rows) {
+    return fail(make_error("sample_rows: {} draws for {} rows", draws.size(), rows));
+  }
+  // The draws travel as the words of cuda::DrawParams, staged like ids (a step's draws change
+  // every step without a new graph).
+  static_assert(sizeof(cuda::DrawParams) % sizeof(int32_t) == 0);
+  std::vector<int32_t> words(static_cast<size_t>(rows) * sizeof(cuda::DrawParams) / 4);
+  for (int64_t r = 0; r < rows; ++r) {
+    const SampleDraw& d = draws[static_cast<size_t>(r)];
+    const cuda::DrawParams p{d.temperature, d.top_k, d.top_p, d.min_p, d.uniform};
+    std::memcpy(words.data() + r * static_cast<int64_t>(sizeof(p) / 4), &p, sizeof(p));
+  }
+  auto staged = stage(words);
+  if (!staged) return fail(staged.error());
+  const size_t bytes = cuda::sample_workspace_bytes(cols);
+  if (sample_workspace_.bytes < bytes) {
+    sample_workspace_ = Temp();
+    auto t = temp(bytes);
+    if (!t) return fail(t.error());
+    sample_workspace_ = std::move(*t);
+  }
+  const auto* dp = reinterpret_cast<const cuda::DrawParams*>(*staged);
+  void* ws = sample_workspace_.data;
+  cudaStream_t s = stream_;
+  enqueue({32, u(xd), u(ids), u(rows), u(cols), u(dp), u(ws)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::sample_rows(xd, rows, cols, dp, ids, ws, s));
+    return {};
+  });
+}
+
 void CudaDevice::add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                                    std::span<const float> weights, Tensor& dst) {
   if (failed_ || rows.empty()) return;
@@ -1168,6 +1203,36 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   a.softcap = params.softcap;
   a.window = params.sliding_window;
   if (trees) a.ancestors = reinterpret_cast<const uint32_t*>(*dev + masks_at);
+  // Prefill (a sequence bringing 32 or more tokens): the tensor-core kernel when
+  // TERN_CUDA_ATTN_PREFILL=1 (not yet measured on the GPU), in tiles of 64 of a sequence's tokens.
+  static const bool prefill_kernel = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  int64_t most_new = 0;
+  for (const auto& seq : sequences) most_new = std::max(most_new, seq.token_count);
+  if (prefill_kernel && most_new >= 32 && cuda::prefill_attention_supported(a)) {
+    std::vector<int32_t> tiles;
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      for (int64_t t = 0; t < sequences[i].token_count; t += 64) {
+        tiles.push_back(static_cast<int32_t>(i));
+        tiles.push_back(static_cast<int32_t>(sequences[i].first_token + t));
+      }
+    }
+    auto staged_tiles = stage(tiles);
+    if (!staged_tiles) return fail(staged_tiles.error());
+    const int32_t* td = *staged_tiles;
+    const auto tile_count = static_cast<int64_t>(tiles.size() / 2);
+    cudaStream_t s = stream_;
+    enqueue({34, u(a.q), u(a.out), u(a.k_cache), u(a.v_cache), u(tokens), u(heads), u(a.kv_heads),
+             u(head_dim), u(a.block_size), u(a.sequences), u(a.tables), u(a.scale), u(a.softcap),
+             u(a.window), u(td), u(tile_count)},
+            [=]() -> Result<void> {
+              TERN_CUDA_TRY(cuda::prefill_attention(a, td, tile_count, s));
+              return {};
+            });
+    return;
+  }
   // Enough blocks for two per multiprocessor: split long contexts when tokens x heads are few.
   // A power of two, so that a decode step's launch (and graph) stays the same for long spans.
   const int64_t group = heads / cache.kv_heads;

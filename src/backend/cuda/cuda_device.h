@@ -79,6 +79,7 @@ class CudaDevice final : public Device {
   void add_row_vector(Tensor& x, const Tensor& v) override;
   void scale(Tensor& x, float factor) override;
   void argmax_rows(const Tensor& x, int32_t* ids) override;
+  void sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) override;
   void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                          std::span<const float> weights, Tensor& dst) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -220,6 +221,7 @@ class CudaDevice final : public Device {
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.
   Temp q8_;
+  Temp sample_workspace_;  // sample_rows: the sorted row and CUB's scratch
   // Pinned host memory that downloads of up to kPinnedDownload bytes (a step's logits) land in
   // before the copy to the caller's memory: a pageable destination made the driver stage the
   // copy itself, ~110-130 us for 600 KB of logits (2026-12-04).

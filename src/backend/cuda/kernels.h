@@ -131,6 +131,18 @@ cudaError_t scale(float* x, float factor, int64_t n, cudaStream_t stream);
 // ids[r] = the first index of the maximum of row r of x [rows, cols] (greedy sampling).
 cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* ids,
                         cudaStream_t stream);
+// sample.cu: ids[r] = the token row r of x [rows, cols] picks with draws[r] (on the device), as
+// pick_token (backend/device/sample_pick.h) does on the host. `workspace`: sample_workspace_bytes.
+struct DrawParams {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  double uniform;
+};
+size_t sample_workspace_bytes(int64_t cols);
+cudaError_t sample_rows(const float* x, int64_t rows, int64_t cols, const DrawParams* draws,
+                        int32_t* ids, void* workspace, cudaStream_t stream);
 cudaError_t add_weighted_rows(const float* src, const int32_t* rows, const float* weights,
                               int64_t n, int64_t cols, float* dst, cudaStream_t stream);
 cudaError_t silu_mul(const float* gate, const float* up, float* out, int64_t n,
@@ -176,5 +188,11 @@ bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // keeps v2).
 int64_t attention_split_keys(TensorType kv_type, int64_t head_dim);
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
+// attention_prefill.cu: the same for many new tokens on the tensor cores (F16 caches, heads of 64
+// or 128, no token trees; `splits` and `partial` unused). tiles: [tile_count][2] ints, a
+// sequence's index and the first batch token of 64 of its new tokens.
+bool prefill_attention_supported(const AttentionLaunch& a);
+cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
+                              cudaStream_t stream);
 
 }  // namespace tern::cuda

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/device/sample_pick.h"
 #include "base/error.h"
 #include "base/tensor_type.h"
 
@@ -147,6 +148,9 @@ class Device {
   // ids (device memory, int32 [rows]) = the first index of each row's maximum of x [rows, n]:
   // greedy sampling where the logits are, so only the token ids travel back.
   virtual void argmax_rows(const Tensor& x, int32_t* ids) = 0;
+  // ids (device memory, int32 [rows]) = the token row r of x [rows, n] picks with draws[r]
+  // (pick_token's arithmetic): temperature sampling where the logits are.
+  virtual void sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) = 0;
   // out [n, heads, head_dim]: causal attention of q over each sequence's cached keys/values.
   virtual void attention(const Tensor& q, const KvLayer& cache,
                          std::span<const AttentionSequence> sequences,

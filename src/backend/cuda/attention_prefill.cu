@@ -1,0 +1,249 @@
+// attention_prefill: causal attention of many new tokens (prefill) over the paged F16 KV cache on
+// the tensor cores, flash-attention style: a block of 4 warps takes 64 query tokens of one
+// sequence and one query head; each warp 16 of them. Key tiles of 32 (K and V rows gathered
+// through the block table into shared memory) give S = Q K^T with mma.sync m16n8k16 (f16 in,
+// f32 accumulate), an online softmax in registers (the scale, soft-capping, the causal limit and
+// the sliding window as the CUDA-core kernels apply them), then O += P V the same way.
+// Precision: the F32 query and probabilities are split into two f16 halves (x = hi + lo, ~22
+// significant bits) and multiplied by the exact f16 keys and values with two mmas each, so the
+// result keeps float precision (the CPU and attention.cu's kernels compute in float); f16 alone
+// would round the scores by ~1e-3.
+// Why: attention.cu's kernels take prefill one query token at a time, every key read again for
+// each of them (from L2): prefill of 4,096 tokens ran at 0.49x llama.cpp (2026-12-04), the
+// attention being most of the gap.
+// Reads: q once; each key and value row once per 64 query tokens of each query head (GQA heads
+// read their KV head's rows again, from L2). Writes out [tokens, heads, head_dim].
+// Not yet run on a GPU (written 2026-12-05 without a device): taken when TERN_CUDA_ATTN_PREFILL=1
+// for F16 caches with heads of 64 or 128 and no token trees; cuda_device_test's
+// StoreKvAndAttentionMatchTheCpu runs with the flag in tools/cuda/gpu_run.sh.
+#include <cuda_fp16.h>
+
+#include "backend/cuda/kernels.h"
+
+namespace tern::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kQueryTile = 16 * kWarps;  // query tokens a block
+constexpr int kKeyTile = 32;
+
+__device__ __forceinline__ uint32_t pack_half2(__half lo, __half hi) {
+  return static_cast<uint32_t>(__half_as_ushort(lo)) |
+         (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
+
+// x0, x1 (adjacent k) split into f16 high parts and the f16 rounding of the remainders.
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
+  hi = pack_half2(h0, h1);
+  lo = pack_half2(__float2half_rn(x0 - __half2float(h0)), __float2half_rn(x1 - __half2float(h1)));
+}
+
+// D (16 x 8, f32) += A (16 x 16, f16, row-major) . B (16 x 8, f16, column-major). Fragments (PTX
+// ISA, m16n8k16 .f16): group g = lane / 4, t = lane % 4; a0 row g, k 2t and 2t + 1; a1 row
+// g + 8, the same k; a2 row g, k 2t + 8 and 2t + 9; a3 row g + 8, those k; b0 k 2t, 2t + 1 of
+// column g; b1 k 2t + 8, 2t + 9; d0, d1 row g, columns 2t, 2t + 1; d2, d3 row g + 8.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int D>
+__global__ void __launch_bounds__(32 * kWarps)
+    prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
+  // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks.
+  constexpr int kStride = D + 8;
+  __shared__ __align__(16) __half sk[kKeyTile * kStride];
+  __shared__ __align__(16) __half sv[kKeyTile * kStride];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane >> 2, t = lane & 3;
+  const int32_t* seq = a.sequences + 4 * tiles[2 * blockIdx.x];
+  const int64_t seq_first = seq[0], seq_tokens = seq[1], pos0 = seq[2];
+  const int32_t* table = a.tables + seq[3];
+  const int64_t tile_first = tiles[2 * blockIdx.x + 1];
+  const int64_t head = blockIdx.y;
+  const int64_t kvh = head / (a.heads / a.kv_heads);
+  const int64_t seq_end = seq_first + seq_tokens;
+
+  // This lane's two query rows (g and g + 8 of the warp's 16) and their positions.
+  int64_t token[2], qpos[2], key_first[2];
+  bool row_valid[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    token[h] = tile_first + warp * 16 + g + 8 * h;
+    row_valid[h] = token[h] < seq_end;
+    qpos[h] = pos0 + (token[h] - seq_first);
+    key_first[h] = a.window > 0 ? (qpos[h] - a.window + 1 > 0 ? qpos[h] - a.window + 1 : 0) : 0;
+  }
+  // Q fragments, split into f16 high and low halves: [k step][a0..a3].
+  uint32_t qh[D / 16][4], ql[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int h = r & 1;  // a0, a2: row g; a1, a3: row g + 8
+      const int dim = 16 * kk + 2 * t + (r >= 2 ? 8 : 0);
+      float x0 = 0.0f, x1 = 0.0f;
+      if (row_valid[h]) {
+        const float* q = a.q + (token[h] * a.heads + head) * D + dim;
+        x0 = q[0];
+        x1 = q[1];
+      }
+      split2(x0, x1, qh[kk][r], ql[kk][r]);
+    }
+  }
+
+  // The block's key range: from the first row's window start to the last valid row's position.
+  const int64_t last_token =
+      tile_first + kQueryTile - 1 < seq_end - 1 ? tile_first + kQueryTile - 1 : seq_end - 1;
+  const int64_t block_qpos_first = pos0 + (tile_first - seq_first);
+  const int64_t block_qpos_last = pos0 + (last_token - seq_first);
+  const int64_t keys_begin =
+      a.window > 0 ? (block_qpos_first - a.window + 1 > 0 ? block_qpos_first - a.window + 1 : 0)
+                   : 0;
+  const int64_t keys_end = block_qpos_last + 1;
+
+  float o[D / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const auto* kc = static_cast<const __half*>(a.k_cache);
+  const auto* vc = static_cast<const __half*>(a.v_cache);
+  for (int64_t k0 = keys_begin / kKeyTile * kKeyTile; k0 < keys_end; k0 += kKeyTile) {
+    // Gather the tile's K and V rows (16-byte pieces; zeros past the end).
+    constexpr int kPieces = D / 8;  // 16-byte pieces a row
+    for (int p = static_cast<int>(threadIdx.x); p < kKeyTile * kPieces; p += 32 * kWarps) {
+      const int r = p / kPieces, piece = p % kPieces;
+      const int64_t pos = k0 + r;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+      if (pos < keys_end) {
+        const int64_t slot =
+            static_cast<int64_t>(table[pos / a.block_size]) * a.block_size + pos % a.block_size;
+        const int64_t row = slot * a.kv_heads + kvh;
+        kv = *reinterpret_cast<const uint4*>(kc + row * D + piece * 8);
+        vv = *reinterpret_cast<const uint4*>(vc + row * D + piece * 8);
+      }
+      *reinterpret_cast<uint4*>(sk + r * kStride + piece * 8) = kv;
+      *reinterpret_cast<uint4*>(sv + r * kStride + piece * 8) = vv;
+    }
+    __syncthreads();
+
+    // S = Q K^T for the tile's 4 fragments of 8 keys.
+    float s[kKeyTile / 8][4];
+#pragma unroll
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[j][c] = 0.0f;
+      const __half* krow = sk + (8 * j + g) * kStride;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 2 * t);
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 8 + 2 * t);
+        mma_f16(s[j], qh[kk], b0, b1);
+        mma_f16(s[j], ql[kk], b0, b1);
+      }
+    }
+    // Online softmax per row (rows g and g + 8; a row's 32 scores are spread over a quad).
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int h = c >> 1;
+        const int64_t kpos = k0 + 8 * j + 2 * t + (c & 1);
+        const bool valid = row_valid[h] && kpos <= qpos[h] && kpos >= key_first[h];
+        float v = s[j][c] * a.scale;
+        if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+        s[j][c] = valid ? v : -INFINITY;
+        tile_max[h] = fmaxf(tile_max[h], s[j][c]);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      const float m_new = fmaxf(m[h], tile_max[h]);
+      corr[h] = m_new == -INFINITY ? 1.0f : expf(m[h] - m_new);
+      m[h] = m_new;
+    }
+    float row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int h = c >> 1;
+        const float p = s[j][c] == -INFINITY ? 0.0f : expf(s[j][c] - m[h]);
+        s[j][c] = p;
+        row_sum[h] += p;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+      l[h] = l[h] * corr[h] + row_sum[h];
+    }
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+      o[d][0] *= corr[0], o[d][1] *= corr[0], o[d][2] *= corr[1], o[d][3] *= corr[1];
+    }
+    // O += P V: the score fragments of keys 16 ks.. and 16 ks + 8.. are the A fragment of k step
+    // ks (split into f16 halves); V's B fragments gathered from two rows each.
+#pragma unroll
+    for (int ks = 0; ks < kKeyTile / 16; ++ks) {
+      uint32_t ph[4], pl[4];
+      split2(s[2 * ks][0], s[2 * ks][1], ph[0], pl[0]);
+      split2(s[2 * ks][2], s[2 * ks][3], ph[1], pl[1]);
+      split2(s[2 * ks + 1][0], s[2 * ks + 1][1], ph[2], pl[2]);
+      split2(s[2 * ks + 1][2], s[2 * ks + 1][3], ph[3], pl[3]);
+      const __half* v0 = sv + (16 * ks + 2 * t) * kStride;
+      const __half* v8 = sv + (16 * ks + 8 + 2 * t) * kStride;
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) {
+        const int col = 8 * d + g;
+        const uint32_t b0 = pack_half2(v0[col], v0[kStride + col]);
+        const uint32_t b1 = pack_half2(v8[col], v8[kStride + col]);
+        mma_f16(o[d], ph, b0, b1);
+        mma_f16(o[d], pl, b0, b1);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (!row_valid[h]) continue;
+    const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+    float* out = a.out + (token[h] * a.heads + head) * D;
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+      out[8 * d + 2 * t] = o[d][2 * h] * inv;
+      out[8 * d + 2 * t + 1] = o[d][2 * h + 1] * inv;
+    }
+  }
+}
+
+}  // namespace
+
+bool prefill_attention_supported(const AttentionLaunch& a) {
+  return a.kv_type == TensorType::F16 && (a.head_dim == 64 || a.head_dim == 128) &&
+         a.ancestors == nullptr && a.kv_heads > 0 && a.heads % a.kv_heads == 0;
+}
+
+cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
+                              cudaStream_t stream) {
+  if (tile_count == 0) return cudaSuccess;
+  if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
+  if (a.head_dim == 64) {
+    prefill_attention_kernel<64><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
+  } else {
+    prefill_attention_kernel<128><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace tern::cuda
