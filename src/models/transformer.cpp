@@ -191,15 +191,27 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
       if (!ids) return ids.error();
       auto* id_data = static_cast<int32_t*>(ids->data);
       st.device.argmax_rows(*out, id_data);
-      for (int64_t r = 0; r < rows; ++r) {  // rows with a temperature draw: sampled instead
+      // Rows with a temperature draw: sampled where the logits are, or (a device whose sampling
+      // is switched off) from the row brought back, with the same arithmetic.
+      const bool device_draws = st.device.samples_rows();
+      for (int64_t r = 0; r < rows && device_draws; ++r) {
         if (const SampleDraw* draw = st.draws[static_cast<size_t>(r)]) {
           st.device.sample_rows(out->row_slice(r, 1), std::span(draw, 1), id_data + r);
         }
       }
       std::vector<int32_t> host_ids(static_cast<size_t>(rows));
       st.device.download(id_data, host_ids.data(), host_ids.size() * sizeof(int32_t));
+      std::vector<float> drawn_row;
       for (int64_t r = 0; r < rows; ++r) {
         int32_t* target = st.greedy[static_cast<size_t>(r)];
+        const SampleDraw* draw = st.draws[static_cast<size_t>(r)];
+        if (target != nullptr && draw != nullptr && !device_draws) {
+          drawn_row.resize(static_cast<size_t>(vocab));
+          st.device.download(out->f32() + r * vocab, drawn_row.data(),
+                             static_cast<size_t>(vocab) * sizeof(float));
+          *target = pick_token(drawn_row, *draw);
+          continue;
+        }
         if (target != nullptr) {
           *target = host_ids[static_cast<size_t>(r)];
           continue;

@@ -7,6 +7,7 @@
 #include <future>
 #include <tuple>
 
+#include "backend/cpu_device/cpu_device.h"
 #include "engine/engine.h"
 #include "synthetic_model.h"
 
@@ -229,6 +230,14 @@ TEST_F(EngineTest, SampledTokensAreTheSameWhereverTheyArePicked) {
     const auto on_device = sampled(false), on_host = sampled(true);
     ASSERT_EQ(on_device.size(), 24u);
     EXPECT_EQ(on_device, on_host) << "temperature " << temperature;
+    // A device that leaves sampling to its callers (the CUDA device while its kernel is off):
+    // the forward brings the drawn row back and picks from it.
+    auto* cpu = dynamic_cast<CpuDevice*>(m->device.get());
+    ASSERT_NE(cpu, nullptr);
+    cpu->set_samples_rows(false);
+    const auto picked_by_caller = sampled(false);
+    cpu->set_samples_rows(true);
+    EXPECT_EQ(picked_by_caller, on_device) << "temperature " << temperature;
     Generator g(*m);
     GenerateOptions go;
     go.max_tokens = 24;

@@ -214,9 +214,14 @@ if [[ " $stages " == *" prefill "* ]]; then
       grep -E '^ +(512|4096) ' "$log" >>"$summary"
     done
   done
-  timeout 120 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 --temp 1 \
-    >"$OUT/sampled.log" 2>&1
-  echo "tern sampled decode (--temp 1) rc=$?: $(grep -E '^ +512 ' "$OUT/sampled.log")" >>"$summary"
+  for c in - TERN_CUDA_SAMPLE=1; do  # the row brought back and picked on the host, or sample.cu
+    envs=()
+    [ "$c" != "-" ] && envs=("$c")
+    env "${envs[@]}" timeout 120 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 \
+      --temp 1 >"$OUT/sampled-$c.log" 2>&1
+    echo "tern sampled decode (--temp 1) [$c] rc=$?: $(grep -E '^ +512 ' "$OUT/sampled-$c.log")" \
+      >>"$summary"
+  done
   if [ -x /tmp/llama/bin/llama-bench ]; then
     LD_LIBRARY_PATH=/tmp/llama/bin:$LD_LIBRARY_PATH timeout 200 /tmp/llama/bin/llama-bench \
       -m "$model" -fa 1 -ngl 99 -p 512,4096 -n 0 -r 2 >"$OUT/prefill-llama.log" 2>&1

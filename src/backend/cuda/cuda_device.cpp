@@ -183,6 +183,8 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   // 239 tok/s, unfused (652) 219. Before them the multi-matrix and gate/up kernels were slower
   // than the separate GEMVs (169 vs 177.5). TERN_CUDA_FUSE=0 turns fusion off.
   d->fuse_ = fuse == nullptr || std::strcmp(fuse, "0") != 0;
+  const char* sample = std::getenv("TERN_CUDA_SAMPLE");
+  d->sample_kernel_ = sample != nullptr && std::strcmp(sample, "1") == 0;
   const char* mmq = std::getenv("TERN_CUDA_MMQ");
   d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
   const char* timing = std::getenv("TERN_CUDA_TIMING");

@@ -151,6 +151,8 @@ class Device {
   // ids (device memory, int32 [rows]) = the token row r of x [rows, n] picks with draws[r]
   // (pick_token's arithmetic): temperature sampling where the logits are.
   virtual void sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) = 0;
+  // Whether callers should use sample_rows (else they bring the row back and call pick_token).
+  virtual bool samples_rows() const { return true; }
   // out [n, heads, head_dim]: causal attention of q over each sequence's cached keys/values.
   virtual void attention(const Tensor& q, const KvLayer& cache,
                          std::span<const AttentionSequence> sequences,
