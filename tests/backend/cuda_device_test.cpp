@@ -101,6 +101,14 @@ class CudaOps : public ::testing::Test {
     EXPECT_TRUE(ok.ok()) << ok.error().message;
     return v;
   }
+  // A host tensor over GGUF blocks (for the CPU device).
+  static Tensor host_blocks(std::vector<uint8_t>& w, TensorType type, std::array<int64_t, 4> ne) {
+    Tensor t;
+    t.data = w.data();
+    t.type = type;
+    t.ne = ne;
+    return t;
+  }
   static Tensor host(std::vector<float>& v, std::array<int64_t, 4> ne) {
     Tensor t;
     t.data = v.data();
@@ -221,10 +229,7 @@ TEST_F(CudaOps, Int8ProductsEqualTheCpuBackend) {
     for (int64_t m : {37, 515}) {
       auto w = testing::random_weights(type, m, k, rng_);
       Tensor gw = gpu_tensor(w.data(), w.size(), type, {k, m, 1, 1});
-      Tensor cw;
-      cw.data = w.data();
-      cw.type = type;
-      cw.ne = {k, m, 1, 1};
+      const Tensor cw = host_blocks(w, type, {k, m, 1, 1});
       for (int64_t n : {1, 3, 8, 9, 33, 100, 130}) {
         auto x = random(static_cast<size_t>(n * k));
         std::vector<double> scale;
@@ -314,10 +319,7 @@ TEST_F(CudaOps, GetRowsEveryTypeIsExact) {
     const int64_t cols = info.block_elements == 256 ? 512 : 160, rows = 50;
     auto w = testing::random_weights(type, rows, cols, rng_);
     Tensor gw = gpu_tensor(w.data(), w.size(), type, {cols, rows, 1, 1});
-    Tensor cw;
-    cw.data = w.data();
-    cw.type = type;
-    cw.ne = {cols, rows, 1, 1};
+    const Tensor cw = host_blocks(w, type, {cols, rows, 1, 1});
     const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
     std::vector<float> want(ids.size() * static_cast<size_t>(cols));
     Tensor co = host(want, {cols, 5, 1, 1});

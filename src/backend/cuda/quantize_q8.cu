@@ -87,17 +87,9 @@ __global__ void quantize_q8_group256_kernel(const float* x, int64_t groups, int8
 }  // namespace
 
 int q8_group(TensorType type) {
-  switch (type) {
-    case TensorType::Q2_K:
-    case TensorType::Q3_K:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-    case TensorType::Q6_K:
-    case TensorType::IQ4_XS:
-      return 256;
-    default:
-      return 32;
-  }
+  // The 256-element super-block types: the CPU backend's act_format gives those it multiplies
+  // (Q2_K..Q6_K, IQ4_XS) Q8x256; the others have no 8-bit product on either backend.
+  return tensor_type_info(type).block_elements == 256 ? 256 : 32;
 }
 
 size_t q8_activation_bytes(int64_t n, int64_t k) {
