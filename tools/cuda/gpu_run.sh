@@ -7,7 +7,11 @@
 # and llama.cpp's llama-bench on the same file, interleaved), files (the Q8_0 and BF16 files),
 # long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), parallel (8 sequences
 # against one under PARALLEL_CONFIGS), prefill (pp512 / pp4096 under PREFILL_CONFIGS, sampled
-# decode, llama-bench's prefill), stash and join (a file
+# decode, llama-bench's prefill), shapes (the GPU against the CPU on tiny shape variants under
+# SHAPE_CONFIGS), greedy (REAL_MODELS on the GPU against the CPU, with the
+# default prefill and the int8 one), llama (start the developer's llama.cpp build in the
+# background, where .peer/build-llama.sh was carried: later stages and calls wait for it), stash
+# and join (a file
 # carried in parts over calls made back to back: tools/cuda/carry_parts.sh; llama-bench is looked for in
 # /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
 # repository holds no script that builds llama.cpp). Logs go to $OUT; a short table is printed
@@ -40,6 +44,22 @@ ldd $T/bin/tern | grep "not found" && echo "missing libraries" | tee -a "$OUT/su
 summary="$OUT/summary.txt"
 echo "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" >>"$summary"
 
+# llama-bench: an earlier call may have started its build in the background (setsid); the
+# stages that use it wait for it, at most LLAMA_WAIT seconds.
+wait_llama() {
+  local waited=0
+  while [ ! -x /tmp/llama/bin/llama-bench ] && pgrep -f build-llama.sh >/dev/null &&
+    [ $waited -lt "${LLAMA_WAIT:-180}" ]; do
+    sleep 5 && waited=$((waited + 5))
+  done
+  [ $waited -gt 0 ] && echo "waited $waited s for the llama.cpp build" >>"$summary"
+  return 0
+}
+if [[ " $stages " == *" llama "* ]] && [ ! -x /tmp/llama/bin/llama-bench ] && [ -f .peer/build-llama.sh ] &&
+  ! pgrep -f build-llama.sh >/dev/null; then
+  setsid nohup bash .peer/build-llama.sh >/tmp/llama-build.log 2>&1 </dev/null &
+  echo "llama.cpp build started in the background" >>"$summary"
+fi
 if [[ " $stages " == *" stash "* ]]; then
   # Parts of a file too big for one call (tools/cuda/carry_parts.sh), one per call back to back:
   # kept in /tmp/parts; `join` rebuilds /tmp/NAME and checks its sha256 once all have come.
@@ -94,15 +114,11 @@ if [[ " $stages " == *" tests "* ]]; then
   TERN_CUDA_MMQ=1 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-mmq.log" 2>&1
   echo "cuda_forward_test TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/forward-mmq.log" | head -10 >>"$summary"
-  # The tensor-core prefill attention (attention_prefill.cu, behind its flag).
-  TERN_CUDA_ATTN_PREFILL=1 timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
-    >"$OUT/ops-attn-prefill.log" 2>&1
-  echo "cuda_device_test Attention with TERN_CUDA_ATTN_PREFILL=1 rc=$?" >>"$summary"
-  grep -E "Failure|FAILED" "$OUT/ops-attn-prefill.log" | head -10 >>"$summary"
-  TERN_CUDA_ATTN_PREFILL=1 TERN_CUDA_MMQ=1 timeout 200 $T/bin/cuda_forward_test \
-    >"$OUT/forward-prefill.log" 2>&1
-  echo "cuda_forward_test TERN_CUDA_ATTN_PREFILL=1 TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
-  grep -E "Failure|FAILED" "$OUT/forward-prefill.log" | head -10 >>"$summary"
+  # The CUDA-core prefill attention (the tensor-core kernel, attention_prefill.cu, is the default).
+  TERN_CUDA_ATTN_PREFILL=0 timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
+    >"$OUT/ops-attn-cores.log" 2>&1
+  echo "cuda_device_test Attention with TERN_CUDA_ATTN_PREFILL=0 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-attn-cores.log" | head -10 >>"$summary"
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.
   for v in ${FGEMV_VARIANTS:-5 15}; do
@@ -117,17 +133,34 @@ if [[ " $stages " == *" tests "* ]]; then
   echo "cuda_device_test Float/Fused with TERN_CUDA_FPAIR_W=0 rc=$?" >>"$summary"
   grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
-  # Real model files (REAL_MODELS, ':'-separated), GPU against CPU: greedy continuations, logits.
-  if [ -n "${REAL_MODELS:-}" ] && [ -x $T/bin/cuda_greedy_test ]; then
-    TERN_REAL_MODELS=$REAL_MODELS timeout 300 $T/bin/cuda_greedy_test >"$OUT/greedy.log" 2>&1
-    echo "cuda_greedy_test rc=$?" >>"$summary"
-    grep -E "^\[cuda-greedy\]|Failure|FAILED" "$OUT/greedy.log" >>"$summary"
-    # Prefill through the int8 GEMM too: prefill, decode and the CPU then share their arithmetic.
-    TERN_CUDA_MMQ=1 TERN_REAL_MODELS=$REAL_MODELS timeout 300 $T/bin/cuda_greedy_test \
-      >"$OUT/greedy-mmq.log" 2>&1
-    echo "cuda_greedy_test TERN_CUDA_MMQ=1 rc=$?" >>"$summary"
-    grep -E "^\[cuda-greedy\]|Failure|FAILED" "$OUT/greedy-mmq.log" >>"$summary"
-  fi
+fi
+if [[ " $stages " == *" greedy "* ]] && [ -n "${REAL_MODELS:-}" ]; then
+  # Real model files (REAL_MODELS, ':'-separated), GPU against CPU: greedy continuations and
+  # logits, with the default prefill and with every product through the int8 kernels (prefill,
+  # decode and the CPU then share their integer arithmetic), then that with the tensor-core
+  # prefill attention.
+  for c in ${GREEDY_CONFIGS:-- TERN_CUDA_MMQ=1}; do
+    envs=()
+    [ "$c" != "-" ] && read -ra envs <<<"$c"
+    log="$OUT/greedy-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+    env "${envs[@]}" TERN_REAL_MODELS=$REAL_MODELS timeout ${GREEDY_TIMEOUT:-200} $T/bin/cuda_greedy_test >"$log" 2>&1
+    echo "cuda_greedy_test [$c] rc=$?" >>"$summary"
+    grep -E "^\[cuda-greedy\]|Failure|FAILED" "$log" | head -30 >>"$summary"
+  done
+fi
+if [[ " $stages " == *" shapes "* ]]; then
+  # cuda_forward_test's shape variants (tiny llama/qwen3 with each other's widths, one layer, Q4_1)
+  # under SHAPE_CONFIGS (';'-separated env lists, '-' the defaults): the GPU's kernel choices and
+  # the CPU reference's own paths.
+  IFS=';' read -ra sconfigs <<<"${SHAPE_CONFIGS:--;TERN_CUDA_GEMV_PAIR=0;TERN_CPU_PATH=avx2;TERN_CPU_PATH=scalar;TERN_CUDA_MMQ=1;TERN_CUDA_GRAPHS=0}"
+  for c in "${sconfigs[@]}"; do
+    envs=()
+    [ "$c" != "-" ] && read -ra envs <<<"$c"
+    log="$OUT/shapes-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+    env "${envs[@]}" timeout 120 $T/bin/cuda_forward_test --gtest_filter='*Shape*' >"$log" 2>&1
+    echo "shape variants [$c] rc=$?" >>"$summary"
+    grep "^\[cuda-shapes\]" "$log" >>"$summary"
+  done
 fi
 if [[ " $stages " == *" kernels "* ]]; then
   # KERNELS_ARGS (--quick, --decode) and KERNEL_CONFIGS (as AB_CONFIGS below: one run each).
@@ -174,6 +207,7 @@ if [[ " $stages " == *" long "* ]]; then
     --parallel 1 --parallel 8 >"$OUT/parallel-batch.log" 2>&1
   echo "tern --parallel 1 / 8 with TERN_CUDA_GEMV_BATCH=0 (v2) rc=$?" >>"$summary"
   grep -E '^ +512 ' "$OUT/parallel-batch.log" >>"$summary"
+  wait_llama
   if [ -x $L/llama-bench ]; then
     LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 200 $L/llama-bench -m "$model" -fa 1 -ngl 99 \
       -p 4096 -n 0 -r 3 >"$OUT/long-llama-4096.log" 2>&1
@@ -202,7 +236,7 @@ if [[ " $stages " == *" prefill "* ]]; then
   # Prefill of 512 and 4,096 tokens and sampled decode (MODEL) under each configuration of
   # PREFILL_CONFIGS, twice in alternation (A B A B), then llama-bench's pp512 / pp4096 once.
   model=${MODEL:-/tmp/q4km.gguf}
-  IFS=';' read -ra fconfigs <<<"${PREFILL_CONFIGS:--;TERN_CUDA_MMQ=1;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_MMQ=1 TERN_CUDA_ATTN_PREFILL=1}"
+  IFS=';' read -ra fconfigs <<<"${PREFILL_CONFIGS:--;TERN_CUDA_ATTN_PREFILL=0;TERN_CUDA_MMQ=1}"
   for round in 1 2; do
     for c in "${fconfigs[@]}"; do
       envs=()
@@ -214,7 +248,7 @@ if [[ " $stages " == *" prefill "* ]]; then
       grep -E '^ +(512|4096) ' "$log" >>"$summary"
     done
   done
-  for c in - TERN_CUDA_SAMPLE=1; do  # the row brought back and picked on the host, or sample.cu
+  for c in - TERN_CUDA_SAMPLE=0; do  # sample.cu, or the row brought back and picked on the host
     envs=()
     [ "$c" != "-" ] && envs=("$c")
     env "${envs[@]}" timeout 120 $T/bin/tern bench --device cuda -m "$model" -p 512 -n 128 -r 2 \
@@ -222,6 +256,7 @@ if [[ " $stages " == *" prefill "* ]]; then
     echo "tern sampled decode (--temp 1) [$c] rc=$?: $(grep -E '^ +512 ' "$OUT/sampled-$c.log")" \
       >>"$summary"
   done
+  wait_llama
   if [ -x /tmp/llama/bin/llama-bench ]; then
     LD_LIBRARY_PATH=/tmp/llama/bin:$LD_LIBRARY_PATH timeout 200 /tmp/llama/bin/llama-bench \
       -m "$model" -fa 1 -ngl 99 -p 512,4096 -n 0 -r 2 >"$OUT/prefill-llama.log" 2>&1
@@ -250,6 +285,7 @@ if [[ " $stages " == *" compare "* ]]; then
       >"$OUT/compare-tern-$round.log" 2>&1
     echo "tern bench round $round rc=$?" >>"$summary"
     cat "$OUT/compare-tern-$round.log" >>"$summary"
+    wait_llama
     if [ -x $L/llama-bench ]; then
       LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 200 $L/llama-bench -m /tmp/q4km.gguf -fa 1 -ngl 99 \
         -p 512 -n 128 -d 0,512 -r 3 >"$OUT/compare-llama-$round.log" 2>&1
@@ -286,6 +322,7 @@ if [[ " $stages " == *" ab "* ]]; then
       echo "tern [$c] round $round rc=$?: $(grep -E '^ +512 ' "$log")" >>"$summary"
       grep -o "steps of .*" "$log" | head -1 >>"$summary"
     done
+    wait_llama
     if [ -x $L/llama-bench ]; then
       LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 150 $L/llama-bench -m "$model" -fa 1 -ngl 99 \
         -p 512 -n 128 -d 512 -r 3 >"$OUT/ab-$round-llama.log" 2>&1

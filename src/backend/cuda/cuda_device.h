@@ -80,8 +80,8 @@ class CudaDevice final : public Device {
   void scale(Tensor& x, float factor) override;
   void argmax_rows(const Tensor& x, int32_t* ids) override;
   void sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) override;
-  // sample.cu is used by the models only with TERN_CUDA_SAMPLE=1 until it has run on a GPU
-  // (sample_rows itself always runs it: cuda_device_test checks it against pick_token).
+  // The models draw temperature samples with sample.cu unless TERN_CUDA_SAMPLE=0 (sample_rows
+  // itself always runs it: cuda_device_test checks it against pick_token).
   bool samples_rows() const override { return sample_kernel_; }
   void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                          std::span<const float> weights, Tensor& dst) override;
@@ -221,7 +221,7 @@ class CudaDevice final : public Device {
   std::vector<StepTiming> timings_;
   bool int8_gemv_ = true;
   bool int8_prefill_ = false;
-  bool sample_kernel_ = false;
+  bool sample_kernel_ = true;
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.
   Temp q8_;
