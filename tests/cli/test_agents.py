@@ -354,8 +354,9 @@ def test_server_that_fails_to_start_is_reported(home, tmp_path):
 
 # --- the real clients ---------------------------------------------------------------------------
 
-# Codex's first request alone is ~5,700 prompt tokens: about 70 s of SmolLM2 prefill on 2 cores,
-# several times that while other tests share the cores.
+# Codex's first request with its own instructions is ~5,700 prompt tokens: about 250 s of SmolLM2
+# prefill on 2 cores, several times that while other tests share the cores (the Codex test below
+# gives it shorter instructions).
 def run_agent(home, agent, *args, timeout=600):
     path = agent_binary(agent)
     return subprocess.run([TERN, agent, "--model", smollm2_path(), "--threads", "2", "--agent-path", path,
@@ -378,7 +379,16 @@ def test_claude_code_completes_a_turn(home):
 def test_codex_exec_completes_a_turn(home):
     # Codex sends no temperature: at the API default of 1.0 a 135M model may ramble past the
     # output limit (Codex then retries the turn), so the server samples greedily.
-    r = run_agent(home, "codex", "--max-output", "512", "--temp", "0", "--", "exec", "--skip-git-repo-check",
+    # Codex's own instructions (~21,000 characters, ~4,700 of the request's ~5,700 prompt tokens)
+    # take SmolLM2 about 250 s to prefill on 2 cores; a short file in their place (Codex's
+    # model_instructions_file) leaves the rest of its request as it is: the developer message,
+    # the tools, streaming over /v1/responses. The -c goes before `exec`: given to `exec`, Codex
+    # uses its -c list instead of the launcher's.
+    instructions = os.path.join(home["work"], "instructions.md")
+    with open(instructions, "w") as f:
+        f.write("You are Codex, a coding agent. Answer the user's question briefly.\n")
+    r = run_agent(home, "codex", "--max-output", "512", "--temp", "0", "--", "-c",
+                  f"model_instructions_file={json.dumps(instructions)}", "exec", "--skip-git-repo-check",
                   "What is 2+2?")
     assert_turn(r, "/v1/responses")
 

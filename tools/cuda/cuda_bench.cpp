@@ -2,13 +2,14 @@
 // puts them against the GPU's measured device-to-device copy bandwidth (bytes read + written per
 // second): decode GEMV per weight type and kernel (int8 activations or F32), the prefill GEMM,
 // and decode attention over 1K and 16K tokens of F16 KV. One line per case, a table at the end.
-//   tern-cuda-bench [--quick | --decode]   (--decode: n = 1 products of Q4_K/Q6_K/Q8_0 only, and
-//   attention)
+//   tern-cuda-bench [--quick | --decode | --attention]   (--decode: n = 1 products of Q4_K/Q6_K/
+//   Q8_0 only, and attention; --attention: decode attention only, over 512 to 32K tokens)
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -110,7 +111,7 @@ struct Row {
   double eager_ms, ms, gbs, fraction;
 };
 
-int run(bool quick, bool decode) {
+int run(bool quick, bool decode, bool attention_only) {
   auto dev = CudaDevice::create(0);
   if (!dev) {
     fmt::print(stderr, "error: {}\n", dev.error().message);
@@ -159,7 +160,7 @@ int run(bool quick, bool decode) {
     keep.push_back(std::move(*b));
     return data;
   };
-  for (TensorType type : types) {
+  for (TensorType type : attention_only ? std::vector<TensorType>{} : types) {
     for (const Shape& s : shapes) {
       auto w = random_weights(type, s.m, s.k, rng);
       // Copies of the weights, used in turn, so that together they outgrow the 60 MB L2 and every
@@ -212,7 +213,10 @@ int run(bool quick, bool decode) {
   }
 
   // Decode attention: one token, 32 heads over 8 KV heads of 128, F16 cache.
-  for (int64_t context : {512, 1024, 16384}) {
+  const std::vector<int64_t> contexts = attention_only
+                                           ? std::vector<int64_t>{512, 4096, 16384, 32768}
+                                           : std::vector<int64_t>{512, 1024, 16384};
+  for (int64_t context : contexts) {
     const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16;
     const int64_t blocks = context / bs + 1;
     const size_t cache_bytes = static_cast<size_t>(blocks * bs * kv_heads * hd) * 2;
@@ -267,5 +271,10 @@ int run(bool quick, bool decode) {
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool decode = argc > 1 && std::strcmp(argv[1], "--decode") == 0;
-  return tern::run(quick, decode);
+  const bool attention = argc > 1 && std::strcmp(argv[1], "--attention") == 0;
+  if (argc > 1 && !quick && !decode && !attention) {
+    std::fprintf(stderr, "usage: tern-cuda-bench [--quick | --decode | --attention]\n");
+    return 2;
+  }
+  return tern::run(quick, decode, attention);
 }

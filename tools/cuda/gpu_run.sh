@@ -8,7 +8,9 @@
 # long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), parallel (8 sequences
 # against one under PARALLEL_CONFIGS), prefill (pp512 / pp4096 under PREFILL_CONFIGS, sampled
 # decode, llama-bench's prefill), shapes (the GPU against the CPU on tiny shape variants under
-# SHAPE_CONFIGS), greedy (REAL_MODELS on the GPU against the CPU, with the
+# SHAPE_CONFIGS), cpu (the CPU backend's tests on this machine's AVX-512 CPU, and the GPU against
+# its AVX2 path), attn (decode attention kernels under ATTN_CONFIGS), decode16k (decode after
+# 16K tokens under ATTN_CONFIGS), greedy (REAL_MODELS on the GPU against the CPU, with the
 # default prefill and the int8 one), llama (start the developer's llama.cpp build in the
 # background, where .peer/build-llama.sh was carried: later stages and calls wait for it), stash
 # and join (a file
@@ -162,6 +164,52 @@ if [[ " $stages " == *" shapes "* ]]; then
     grep "^\[cuda-shapes\]" "$log" >>"$summary"
   done
 fi
+if [[ " $stages " == *" cpu "* ]]; then
+  # The CPU reference on this machine's CPU (AVX-512, which CI's lacks): its kernel tests on every
+  # path it has, and its own prefill / chunks / decode agreement on the architecture fixtures.
+  lscpu | grep -E "Model name|^CPU\(s\)" >>"$summary"
+  grep -o -w 'avx512[a-z_0-9]*\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' >>"$summary"
+  echo >>"$summary"
+  for t in backend_matmul_test cpu_attention_test forward_test; do
+    [ -x $T/bin/$t ] || continue
+    timeout 200 $T/bin/$t >"$OUT/cpu-$t.log" 2>&1
+    echo "$t rc=$?" >>"$summary"
+    grep -E "FAILED|Failure|^\[forward\]" "$OUT/cpu-$t.log" | head -20 >>"$summary"
+  done
+  if [ -x $T/bin/forward_test ]; then
+    TERN_CPU_PATH=avx2 timeout 200 $T/bin/forward_test --gtest_filter='*Chunked*' \
+      >"$OUT/cpu-forward-avx2.log" 2>&1
+    echo "forward_test TERN_CPU_PATH=avx2 rc=$?" >>"$summary"
+    grep -E "FAILED|^\[forward\]" "$OUT/cpu-forward-avx2.log" | head -10 >>"$summary"
+  fi
+  # The GPU against the CPU's AVX2 path on the random quantized models of every architecture.
+  TERN_CPU_PATH=avx2 timeout 200 $T/bin/cuda_forward_test --gtest_filter='*QuantizedRandom*' \
+    >"$OUT/forward-cpu-avx2.log" 2>&1
+  echo "cuda_forward_test QuantizedRandom* with TERN_CPU_PATH=avx2 rc=$?" >>"$summary"
+  grep -E "FAILED|^\[cuda-(forward|shapes)\]" "$OUT/forward-cpu-avx2.log" | head -40 >>"$summary"
+fi
+if [[ " $stages " == *" attn "* ]]; then
+  # Decode attention (tern-cuda-bench --attention: one token over 512 to 32K keys) under
+  # ATTN_CONFIGS, A B A B, after the attention cases of cuda_device_test with each.
+  IFS=';' read -ra aconfigs <<<"${ATTN_CONFIGS:--;TERN_CUDA_ATTN_PIPE=1}"
+  for c in "${aconfigs[@]}"; do
+    envs=()
+    [ "$c" != "-" ] && read -ra envs <<<"$c"
+    env "${envs[@]}" timeout 120 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
+      >"$OUT/attn-test-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
+    echo "cuda_device_test Attention [$c] rc=$?" >>"$summary"
+  done
+  for round in 1 2; do
+    for c in "${aconfigs[@]}"; do
+      envs=()
+      [ "$c" != "-" ] && read -ra envs <<<"$c"
+      log="$OUT/attn-$round-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+      env "${envs[@]}" timeout 120 $T/bin/tern-cuda-bench --attention >"$log" 2>&1
+      echo "attention [$c] round $round rc=$?" >>"$summary"
+      grep -E "^\| (device|attention)" "$log" >>"$summary"
+    done
+  done
+fi
 if [[ " $stages " == *" kernels "* ]]; then
   # KERNELS_ARGS (--quick, --decode) and KERNEL_CONFIGS (as AB_CONFIGS below: one run each).
   IFS=';' read -ra kconfigs <<<"${KERNEL_CONFIGS:--}"
@@ -216,6 +264,19 @@ if [[ " $stages " == *" long "* ]]; then
       -p 0 -n 128 -d 16384 -r 2 >"$OUT/long-llama-16k.log" 2>&1
     echo "llama-bench tg128@d16384 rc=$?: $(grep '^| [a-z]' "$OUT/long-llama-16k.log" | grep -v model)" >>"$summary"
   fi
+fi
+if [[ " $stages " == *" decode16k "* ]]; then
+  # Decode after 16K tokens of context (MODEL) under ATTN_CONFIGS, A B.
+  model=${MODEL:-/tmp/q4km.gguf}
+  IFS=';' read -ra aconfigs <<<"${ATTN_CONFIGS:--;TERN_CUDA_ATTN_PIPE=1}"
+  for c in "${aconfigs[@]}"; do
+    envs=()
+    [ "$c" != "-" ] && read -ra envs <<<"$c"
+    log="$OUT/decode16k-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+    env "${envs[@]}" timeout 150 $T/bin/tern bench --device cuda -m "$model" -p 16384 -n 128 -r 2 \
+      >"$log" 2>&1
+    echo "tern -p 16384 -n 128 [$c] rc=$?: $(grep -E '^ +16384 ' "$log")" >>"$summary"
+  done
 fi
 if [[ " $stages " == *" parallel "* ]]; then
   # 8 sequences batched against one (MODEL), for each configuration of PARALLEL_CONFIGS (as

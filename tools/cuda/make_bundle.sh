@@ -11,6 +11,12 @@ for f in bin/tern bin/tern-synth bin/tern-cuda-bench tests/backend/cuda_device_t
   tests/models/cuda_forward_test tests/engine/cuda_greedy_test; do
   strip -o "$stage/bin/$(basename "$f")" "$b/$f"
 done
+# The CPU backend's own tests where they were built here (ninja -C build-cuda backend_matmul_test
+# cpu_attention_test forward_test): the GPU machine's CPU has AVX-512, which CI's has not.
+for f in tests/backend/backend_matmul_test tests/backend/cpu_attention_test \
+  tests/models/forward_test; do
+  [ -x "$b/$f" ] && strip -o "$stage/bin/$(basename "$f")" "$b/$f"
+done
 for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do
   case "$lib" in
     */libc.so* | */libm.so* | */libpthread* | */libdl.so* | */librt.so* | */libgcc_s* | \

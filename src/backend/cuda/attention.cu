@@ -372,7 +372,7 @@ constexpr int kGroupLanes = 8;
 constexpr int kKeysInFlight = 2;  // kU: keys a group loads before using the first
 constexpr int kV4KeysPerPass = kWarps * (32 / kGroupLanes) * kKeysInFlight;
 
-template <int C, int G>
+template <int C, int G, bool kPipelined>
 __global__ void __launch_bounds__(32 * kWarps)
     attention_v4_kernel(AttentionLaunch a, int group, int head_chunks) {
   pdl_launch_dependents();
@@ -414,12 +414,9 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
   const uint4* kc = static_cast<const uint4*>(a.k_cache);
   const uint4* vc = static_cast<const uint4*>(a.v_cache);
-  // Warp-uniform trip count (the shuffles below need the whole warp); lanes past the split's end
-  // load nothing and give probability 0.
-  for (int64_t base = keys.begin + warp * (32 / kGroupLanes); base < keys.end;
-       base += kV4KeysPerPass) {
-    uint4 kr[kU][C], vr[kU][C];
-    bool ok[kU];
+  // The K and V rows of a group's kU keys of the pass starting at `base` (zeros and ok = false
+  // past the split's end or outside the token's tree).
+  auto load_pass = [&](int64_t base, uint4(&kr)[kU][C], uint4(&vr)[kU][C], bool(&ok)[kU]) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t j = base + key_group + u * (kWarps * 32 / kGroupLanes);
@@ -438,6 +435,19 @@ __global__ void __launch_bounds__(32 * kWarps)
         for (int c = 0; c < C; ++c) kr[u][c] = vr[u][c] = make_uint4(0, 0, 0, 0);
       }
     }
+  };
+  // Warp-uniform trip count (the shuffles below need the whole warp); lanes past the split's end
+  // load nothing and give probability 0. kPipelined: the next pass's rows are loaded before this
+  // pass's products, so a warp keeps its loads in flight while it computes (2 blocks an SM at
+  // ~200 registers a lane leave few warps to hide the memory latency otherwise).
+  uint4 kr[kU][C], vr[kU][C];
+  bool ok[kU];
+  int64_t base = keys.begin + warp * (32 / kGroupLanes);
+  load_pass(base, kr, vr, ok);
+  for (; base < keys.end; base += kV4KeysPerPass) {
+    uint4 kn[kU][C], vn[kU][C];
+    bool okn[kU];
+    if constexpr (kPipelined) load_pass(base + kV4KeysPerPass, kn, vn, okn);
     float s[kU][G];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -494,6 +504,16 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
       m[g] = m_new;
     }
+    if constexpr (kPipelined) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        ok[u] = okn[u];
+#pragma unroll
+        for (int c = 0; c < C; ++c) kr[u][c] = kn[u][c], vr[u][c] = vn[u][c];
+      }
+    } else {
+      load_pass(base + kV4KeysPerPass, kr, vr, ok);
+    }
   }
   // The warp's four groups into one state (lanes 0-7 end up with it), then into shared memory.
 #pragma unroll
@@ -524,7 +544,16 @@ __global__ void __launch_bounds__(32 * kWarps)
   store_block_output<G, kHd>(a, sm, sl, sacc, gcount, token, h0, split);
 }
 
-template <int C>
+// TERN_CUDA_ATTN_PIPE=1: the v4 kernel that loads a pass ahead (A/B runs until measured).
+bool attention_pipelined() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_PIPE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+template <int C, bool kPipelined>
 bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
   constexpr int kMaxG = 8 / C;
   const int g = group >= kMaxG ? kMaxG : group > 2 ? 4 : group;
@@ -534,25 +563,36 @@ bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
   const int t = 32 * kWarps;
   switch (g) {
     case 1:
-      (void)launch_pdl(attention_v4_kernel<C, 1>, grid, t, stream, a, group, chunks);
+      (void)launch_pdl(attention_v4_kernel<C, 1, kPipelined>, grid, t, stream, a, group, chunks);
       break;
     case 2:
-      (void)launch_pdl(attention_v4_kernel<C, 2>, grid, t, stream, a, group, chunks);
+      (void)launch_pdl(attention_v4_kernel<C, 2, kPipelined>, grid, t, stream, a, group, chunks);
       break;
     case 4:
       if constexpr (kMaxG >= 4) {
-        (void)launch_pdl(attention_v4_kernel<C, 4>, grid, t, stream, a, group, chunks);
+        (void)launch_pdl(attention_v4_kernel<C, 4, kPipelined>, grid, t, stream, a, group,
+                         chunks);
         break;
       }
       return false;
     default:
       if constexpr (kMaxG >= 8) {
-        (void)launch_pdl(attention_v4_kernel<C, 8>, grid, t, stream, a, group, chunks);
+        (void)launch_pdl(attention_v4_kernel<C, 8, kPipelined>, grid, t, stream, a, group,
+                         chunks);
         break;
       }
       return false;
   }
   return true;
+}
+
+template <int C>
+bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
+  // Head size 256 (C = 4) keeps one pass of rows: a second would not fit in the registers.
+  if constexpr (C <= 2) {
+    if (attention_pipelined()) return launch_v4<C, true>(a, group, stream);
+  }
+  return launch_v4<C, false>(a, group, stream);
 }
 
 __global__ void combine_kernel(AttentionLaunch a) {
