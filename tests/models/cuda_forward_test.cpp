@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -232,9 +233,23 @@ TEST_F(CudaForwardShapes, QuantizedShapeVariantsMatchTheCpu) {
     const size_t vocab = cpu.size() / ids.size();
     std::vector<float> first_gpu(gpu_decode.begin(), gpu_decode.begin() + static_cast<long>(vocab));
     std::vector<float> first_cpu(cpu_decode.begin(), cpu_decode.begin() + static_cast<long>(vocab));
-    std::printf("[cuda-shapes] %-14s %-5s rel rms: prefill %.3g, decode %.3g (first token %.3g)\n",
-                v.name, v.quant, prefill.rel_rms, decode.rel_rms,
-                compare(first_gpu, first_cpu).rel_rms);
+    // Row by row: the positions where the decode leaves the CPU's (and the GPU's own prefill).
+    auto row = [&](const std::vector<float>& l, size_t r) {
+      return std::vector<float>(l.begin() + static_cast<long>(r * vocab),
+                                l.begin() + static_cast<long>((r + 1) * vocab));
+    };
+    char rows[256] = "";
+    size_t used = 0;
+    for (size_t r : {size_t{1}, size_t{2}, size_t{8}, size_t{31}, size_t{32}, size_t{39}}) {
+      const int wrote = std::snprintf(rows + used, sizeof rows - used, " %zu:%.3g", r,
+                                      compare(row(gpu_decode, r), row(cpu_decode, r)).rel_rms);
+      used += static_cast<size_t>(std::max(wrote, 0));
+    }
+    std::printf(
+        "[cuda-shapes] %-14s %-5s rel rms: prefill %.3g, decode %.3g (first token %.3g), gpu "
+        "decode vs gpu prefill %.3g, cpu decode vs cpu prefill %.3g; decode rows%s\n",
+        v.name, v.quant, prefill.rel_rms, decode.rel_rms, compare(first_gpu, first_cpu).rel_rms,
+        compare(gpu_decode, gpu).rel_rms, compare(cpu_decode, cpu).rel_rms, rows);
     EXPECT_LT(prefill.rel_rms, 0.05) << v.name;
     EXPECT_LT(decode.rel_rms, 0.05) << v.name;
     std::filesystem::remove(path);

@@ -214,8 +214,8 @@ int run(bool quick, bool decode, bool attention_only) {
 
   // Decode attention: one token, 32 heads over 8 KV heads of 128, F16 cache.
   const std::vector<int64_t> contexts = attention_only
-                                           ? std::vector<int64_t>{512, 4096, 16384, 32768}
-                                           : std::vector<int64_t>{512, 1024, 16384};
+                                            ? std::vector<int64_t>{512, 4096, 16384, 32768}
+                                            : std::vector<int64_t>{512, 1024, 16384};
   for (int64_t context : contexts) {
     const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16;
     const int64_t blocks = context / bs + 1;

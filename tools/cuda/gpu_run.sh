@@ -154,7 +154,7 @@ if [[ " $stages " == *" shapes "* ]]; then
   # cuda_forward_test's shape variants (tiny llama/qwen3 with each other's widths, one layer, Q4_1)
   # under SHAPE_CONFIGS (';'-separated env lists, '-' the defaults): the GPU's kernel choices and
   # the CPU reference's own paths.
-  IFS=';' read -ra sconfigs <<<"${SHAPE_CONFIGS:--;TERN_CUDA_GEMV_PAIR=0;TERN_CPU_PATH=avx2;TERN_CPU_PATH=scalar;TERN_CUDA_MMQ=1;TERN_CUDA_GRAPHS=0}"
+  IFS=';' read -ra sconfigs <<<"${SHAPE_CONFIGS:--;TERN_CUDA_GEMV_PAIR=0;TERN_CPU_PATH=avx2;TERN_PACKED_WEIGHTS=0;TERN_CUDA_MMQ=1;TERN_CUDA_GRAPHS=0}"
   for c in "${sconfigs[@]}"; do
     envs=()
     [ "$c" != "-" ] && read -ra envs <<<"$c"

@@ -570,15 +570,13 @@ bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
       break;
     case 4:
       if constexpr (kMaxG >= 4) {
-        (void)launch_pdl(attention_v4_kernel<C, 4, kPipelined>, grid, t, stream, a, group,
-                         chunks);
+        (void)launch_pdl(attention_v4_kernel<C, 4, kPipelined>, grid, t, stream, a, group, chunks);
         break;
       }
       return false;
     default:
       if constexpr (kMaxG >= 8) {
-        (void)launch_pdl(attention_v4_kernel<C, 8, kPipelined>, grid, t, stream, a, group,
-                         chunks);
+        (void)launch_pdl(attention_v4_kernel<C, 8, kPipelined>, grid, t, stream, a, group, chunks);
         break;
       }
       return false;
