@@ -33,6 +33,19 @@ TEST(CpuFeatures, DefaultPathHonoursTernCpuPath) {
   }
 }
 
+// Tests that compare paths in one process switch them; an unavailable path changes nothing.
+TEST(CpuFeatures, OverrideSwitchesTheDefaultPathAndBack) {
+  const CpuFeatures f = detect_cpu_features();
+  const CpuPath detected = default_cpu_path();
+  set_cpu_path_override(CpuPath::Scalar);
+  EXPECT_EQ(default_cpu_path(), CpuPath::Scalar);
+  set_cpu_path_override(CpuPath::Avx512);
+  EXPECT_EQ(default_cpu_path(),
+            cpu_path_available(CpuPath::Avx512, f) ? CpuPath::Avx512 : CpuPath::Scalar);
+  set_cpu_path_override(std::nullopt);
+  EXPECT_EQ(default_cpu_path(), detected);
+}
+
 TEST(CpuFeatures, PathNamesRoundTrip) {
   for (CpuPath p : {CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512}) {
     EXPECT_EQ(cpu_path_from_name(cpu_path_name(p)), p);

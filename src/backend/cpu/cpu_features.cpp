@@ -3,6 +3,7 @@
 
 #include <cpuid.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 
@@ -96,7 +97,12 @@ CpuPath best_cpu_path(const CpuFeatures& f) {
   return CpuPath::Scalar;
 }
 
-CpuPath default_cpu_path() {
+namespace {
+
+// -1: none; else a CpuPath.
+std::atomic<int> path_override{-1};
+
+CpuPath detected_cpu_path() {
   static const CpuPath path = [] {
     const CpuFeatures features = detect_cpu_features();
     CpuPath best = best_cpu_path(features);
@@ -107,6 +113,18 @@ CpuPath default_cpu_path() {
     return best;
   }();
   return path;
+}
+
+}  // namespace
+
+CpuPath default_cpu_path() {
+  const int forced = path_override.load(std::memory_order_relaxed);
+  return forced >= 0 ? static_cast<CpuPath>(forced) : detected_cpu_path();
+}
+
+void set_cpu_path_override(std::optional<CpuPath> path) {
+  if (path && !cpu_path_available(*path, detect_cpu_features())) return;
+  path_override.store(path ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
 }
 
 }  // namespace tern::cpu

@@ -32,8 +32,16 @@ std::optional<CpuPath> cpu_path_from_name(std::string_view name);  // "scalar" |
 bool cpu_path_available(CpuPath path, const CpuFeatures& features);
 CpuPath best_cpu_path(const CpuFeatures& features);
 
-// The path kernels use when the caller does not name one: TERN_CPU_PATH if set (and available on
-// this CPU; otherwise the best available path), else the best. Detected once per process.
+// The path kernels use when the caller does not name one: the override below if set, else
+// TERN_CPU_PATH if set (and available on this CPU; otherwise the best available path), else the
+// best. Detected once per process.
 CpuPath default_cpu_path();
+
+// Makes default_cpu_path() return `path` (nullopt: back to the detected one) for the whole
+// process, for tests that compare the CPU backend's paths in one process (the GPU's agreement
+// with the CPU against the CPU's with itself). Weights are packed for a path when a model is
+// loaded: set it before loading the model it is meant for, and not while another thread runs
+// CPU kernels. An unavailable path is ignored.
+void set_cpu_path_override(std::optional<CpuPath> path);
 
 }  // namespace tern::cpu

@@ -184,16 +184,16 @@ struct Kernels {
   float (*exp_sum)(float*, int64_t, float);
 };
 
+// The AVX-512 kernels when the CPU has them and they are the path in use (looked up per call:
+// tests switch paths within a process).
 const Kernels& kernels() {
-  static const Kernels k = [] {
+  static const Kernels avx512{f16_to_f32_avx512, scores_avx512, accumulate_avx512, exp_sum_avx512};
+  static const Kernels scalar{f16_to_f32_scalar, scores_scalar, accumulate_scalar, exp_sum_scalar};
+  static const bool has_avx512 = [] {
     const auto f = cpu::detect_cpu_features();
-    if (f.avx512f && f.avx512dq && f.avx512vl && f.avx512bw && f.fma && f.f16c &&
-        cpu::default_cpu_path() == cpu::CpuPath::Avx512) {
-      return Kernels{f16_to_f32_avx512, scores_avx512, accumulate_avx512, exp_sum_avx512};
-    }
-    return Kernels{f16_to_f32_scalar, scores_scalar, accumulate_scalar, exp_sum_scalar};
+    return f.avx512f && f.avx512dq && f.avx512vl && f.avx512bw && f.fma && f.f16c;
   }();
-  return k;
+  return has_avx512 && cpu::default_cpu_path() == cpu::CpuPath::Avx512 ? avx512 : scalar;
 }
 
 // --- cache rows -------------------------------------------------------------------------------

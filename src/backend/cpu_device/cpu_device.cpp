@@ -204,13 +204,11 @@ void gated_parallel(cpu::GatedActivationFn fn, const Tensor& gate, const Tensor&
 }  // namespace
 
 void CpuDevice::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
-  static const cpu::GatedActivationFn fn = cpu::silu_mul_fn(cpu::default_cpu_path());
-  gated_parallel(fn, gate, up, out, pool_);
+  gated_parallel(cpu::silu_mul_fn(cpu::default_cpu_path()), gate, up, out, pool_);
 }
 
 void CpuDevice::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
-  static const cpu::GatedActivationFn fn = cpu::gelu_tanh_mul_fn(cpu::default_cpu_path());
-  gated_parallel(fn, gate, up, out, pool_);
+  gated_parallel(cpu::gelu_tanh_mul_fn(cpu::default_cpu_path()), gate, up, out, pool_);
 }
 
 void CpuDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
