@@ -18,6 +18,10 @@
 // sizes. v4 measured (2026-12-04, tern-cuda-bench, in a graph, one decode token, 32/8 heads of
 // 128, F16): ctx 512 10.4 us (v2 18.3), 1K 13.1 us (20.5), 16K 53.4 us = 1256 GB/s of K+V (30%
 // of the 4229 GB/s copy roofline; v2 19%); in the Qwen3-8B Q4_K_M decode step 3452 -> 2988 us.
+// 2026-12-05: on the H100 decode after 16K tokens was 0.97x llama.cpp (186.9 vs 192 tok/s): v4
+// at 2 blocks an SM (~200 registers a lane) leaves its loads exposed while it computes.
+// TERN_CUDA_ATTN_PIPE=1 loads the next pass's K/V rows before this pass's products (head sizes
+// 64 and 128; compiled without spills, not yet run: expected 30% -> 40-50% of the roofline at 16K).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
