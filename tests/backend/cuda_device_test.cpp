@@ -230,7 +230,8 @@ TEST_F(CudaOps, Int8ProductsEqualTheCpuBackend) {
     std::vector<int64_t> ks = {info.block_elements == 256 ? 768 : 640};
     if (info.block_elements == 32) ks.push_back(256);
     for (int64_t k : ks) {
-      for (int64_t m : {37, 515}) {
+      // 256 rows: a multiple of the packed layout's 16-row groups.
+      for (int64_t m : {37, 515, 256}) {
         auto w = testing::random_weights(type, m, k, rng_);
         Tensor gw = gpu_tensor(w.data(), w.size(), type, {k, m, 1, 1});
         const Tensor cw = host_blocks(w, type, {k, m, 1, 1});
@@ -267,7 +268,7 @@ TEST_F(CudaOps, Int8ProductsEqualTheCpuBackend) {
           if (m == 515) report(name, compare(got, want));
           EXPECT_LT(worst, 2e-5) << name;
           if (is_packed) {
-            if (m == 515) report(name + " (cpu packed)", compare(got, want_packed));
+            report(name + " (cpu packed)", compare(got, want_packed));
             EXPECT_LT(worst_packed, 2e-5) << name << " against the CPU's packed weights";
           }
         }
