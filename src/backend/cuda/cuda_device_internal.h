@@ -1,0 +1,62 @@
+// What the CudaDevice's source files share (not part of its interface): the queued ops' fusion
+// records and the helpers that build launch signatures.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/kernels.h"
+
+namespace tern {
+
+struct CudaDevice::OpInfo {
+  enum Kind { kOther, kAdd, kNorm, kGemv, kFloatGemv } kind = kOther;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* out = nullptr;
+  int64_t n = 0;  // kAdd: elements
+  // kNorm
+  float* sum = nullptr;
+  const float* weight = nullptr;
+  float eps = 0;
+  int64_t rows = 0, cols = 0;
+  void* xq = nullptr;
+  // kGemv (a = the F32 x, xq = its 8-bit copy)
+  cuda::GemvQ8Multi multi;
+  // kFloatGemv (a = x): the F32/F16/BF16 products of one token sharing x
+  cuda::GemvFloatMulti floats;
+  int64_t k = 0;
+  bool quantize = false;
+  int q8_group = 32;  // kNorm with xq, kGemv: the values an activation scale covers (q8_group)
+};
+
+namespace cuda_device_detail {
+
+inline double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Launch signature words: pointers, sizes and floats as 64-bit values.
+inline uint64_t u(const void* p) {
+  return reinterpret_cast<uint64_t>(p);
+}
+inline uint64_t u(int64_t v) {
+  return static_cast<uint64_t>(v);
+}
+inline uint64_t u(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+inline size_t row_bytes(TensorType type, int64_t cols) {
+  const auto& info = tensor_type_info(type);
+  return static_cast<size_t>(cols / info.block_elements) * info.block_bytes;
+}
+
+}  // namespace cuda_device_detail
+}  // namespace tern
