@@ -327,12 +327,13 @@ if [[ " $stages " == *" prefill "* ]]; then
 fi
 if [[ " $stages " == *" profile "* ]]; then
   # Decode steps after a 512-token prompt (ncu profiles each kernel node of the replayed graphs
-  # on its own, and flushes the caches before each one: cold L2).
+  # on its own, and flushes the caches before each one: cold L2). PROFILE_ARGS adds tern bench
+  # options ("--parallel 8": the batched step of 8 sequences, whose 4x is not met yet).
   SECONDS=0
   timeout 240 ncu --clock-control none --csv --page raw \
     --metrics "${NCU_METRICS:-gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second}" --launch-skip "${NCU_SKIP:-2600}" --launch-count "${NCU_COUNT:-3400}" \
     --log-file "$OUT/ncu.csv" $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 8 -r 1 \
-    >"$OUT/ncu-run.log" 2>&1
+    ${PROFILE_ARGS:-} >"$OUT/ncu-run.log" 2>&1
   echo "ncu rc=$? in ${SECONDS} s" >>"$summary"
   python3 tools/cuda/ncu_summary.py "$OUT/ncu.csv" >"$OUT/ncu-summary.md" 2>&1
   head -40 "$OUT/ncu-summary.md" >>"$summary"
