@@ -15,8 +15,9 @@
 # background, where .peer/build-llama.sh was carried: later stages and calls wait for it), stash
 # and join (a file
 # carried in parts over calls made back to back: tools/cuda/carry_parts.sh; llama-bench is looked for in
-# /tmp/llama/bin, where an ignored helper of the developer's puts a build of the sdist: this
-# repository holds no script that builds llama.cpp). Logs go to $OUT; a short table is printed
+# /tmp/llama/bin, where the `llama` stage builds it from the sources tools/compare/pack_llama_peer.sh
+# packed into .peer/ (PyPI's llama-cpp-python sdist, trimmed; carry ".peer")). Logs go to $OUT; a
+# short table is printed
 # last.
 set -uo pipefail
 OUT=${OUT:-/tmp/tern-out}
@@ -277,6 +278,13 @@ if [[ " $stages " == *" decode16k "* ]]; then
       >"$log" 2>&1
     echo "tern -p 16384 -n 128 [$c] rc=$?: $(grep -E '^ +16384 ' "$log")" >>"$summary"
   done
+  wait_llama
+  if [ -x /tmp/llama/bin/llama-bench ]; then  # the same file, in the same call
+    timeout 200 /tmp/llama/bin/llama-bench -m "$model" -fa 1 -ngl 99 -p 0 -n 128 -d 16384 -r 2 \
+      >"$OUT/decode16k-llama.log" 2>&1
+    echo "llama-bench tg128@d16384 rc=$?: $(grep '^| [a-z]' "$OUT/decode16k-llama.log" | grep -v model)" \
+      >>"$summary"
+  fi
 fi
 if [[ " $stages " == *" parallel "* ]]; then
   # 8 sequences batched against one (MODEL), for each configuration of PARALLEL_CONFIGS (as
