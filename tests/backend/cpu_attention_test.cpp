@@ -1,6 +1,7 @@
 // CpuDevice::attention over a paged cache (scattered block tables, several sequences, cached
 // prefixes, every KV type) against a float64 softmax(q k^T * scale) v over the values the cache
-// holds (read back through dequantize_row, so the KV rounding is not part of the difference).
+// holds (read back through dequantize_row, so the KV rounding is not part of the difference), on
+// every kernel path the CPU has.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu_device/cpu_device.h"
 #include "test_util.h"
@@ -93,15 +95,26 @@ TEST_P(CpuAttention, MatchesAFloat64Reference) {
   Tensor tv{v.data(), TensorType::F32, {c.head_dim, c.kv_heads, all, 1}};
   device.store_kv(layer, tk, tv, slots);
 
-  std::vector<float> q(static_cast<size_t>(tokens * c.heads * c.head_dim)), out(q.size(), NAN);
+  std::vector<float> q(static_cast<size_t>(tokens * c.heads * c.head_dim));
   for (auto& x : q) x = normal(rng);
   AttentionParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   params.sliding_window = c.window;
   params.softcap = c.softcap;
   Tensor tq{q.data(), TensorType::F32, {c.head_dim, c.heads, tokens, 1}};
-  Tensor to{out.data(), TensorType::F32, tq.ne};
-  device.attention(tq, layer, seqs, params, to);
+  // The output of every kernel path this CPU has (scalar, AVX2, AVX-512).
+  std::vector<cpu::CpuPath> paths;
+  std::vector<std::vector<float>> outs;
+  for (cpu::CpuPath path : {cpu::CpuPath::Scalar, cpu::CpuPath::Avx2, cpu::CpuPath::Avx512}) {
+    if (!cpu::cpu_path_available(path, cpu::detect_cpu_features())) continue;
+    cpu::set_cpu_path_override(path);
+    std::vector<float> out(q.size(), NAN);
+    Tensor to{out.data(), TensorType::F32, tq.ne};
+    device.attention(tq, layer, seqs, params, to);
+    paths.push_back(path);
+    outs.push_back(std::move(out));
+  }
+  cpu::set_cpu_path_override(std::nullopt);
 
   auto cached_row = [&](const std::vector<uint8_t>& store, size_t s, int64_t p, int64_t h) {
     const int64_t slot =
@@ -145,12 +158,15 @@ TEST_P(CpuAttention, MatchesAFloat64Reference) {
           const auto vr = cached_row(vbytes, s, p, h / group);
           for (int64_t d = 0; d < c.head_dim; ++d) acc[static_cast<size_t>(d)] += e * vr[d];
         }
-        const float* o = out.data() + ((seqs[s].first_token + t) * c.heads + h) * c.head_dim;
-        for (int64_t d = 0; d < c.head_dim; ++d) {
-          const double want = acc[static_cast<size_t>(d)] / total;
-          ASSERT_NEAR(o[d], want, 2e-5 * (1 + std::fabs(want)))
-              << "seq " << s << " token " << t << " head " << h << " dim " << d;
-          worst = std::max(worst, std::fabs(o[d] - want));
+        for (size_t pi = 0; pi < outs.size(); ++pi) {
+          const float* o = outs[pi].data() + ((seqs[s].first_token + t) * c.heads + h) * c.head_dim;
+          for (int64_t d = 0; d < c.head_dim; ++d) {
+            const double want = acc[static_cast<size_t>(d)] / total;
+            ASSERT_NEAR(o[d], want, 2e-5 * (1 + std::fabs(want)))
+                << cpu::cpu_path_name(paths[pi]) << " path: seq " << s << " token " << t << " head "
+                << h << " dim " << d;
+            worst = std::max(worst, std::fabs(o[d] - want));
+          }
         }
       }
     }

@@ -8,7 +8,8 @@
 // q), masked past the row's position and before its sliding window, then the online softmax
 // (running max and sum, the accumulated values rescaled when the max grows) and acc += p . v.
 // The AVX-512 path computes 16 scores with one transpose-and-add reduction of 16 accumulators and
-// a polynomial exp; the scalar path is the same algorithm in plain loops.
+// a polynomial exp; the AVX2 path the same 8 at a time; the scalar path is the same algorithm in
+// plain loops.
 //
 // Measured: end to end only (bench/results/2026-12-03-cpu-vs-llamacpp-packed.md); in a profile of
 // a Gemma 3 270M prefill of 512 tokens, scores and accumulation were ~8% of the time.
@@ -165,6 +166,121 @@ TERN_AVX512 float exp_sum_avx512(float* s, int64_t count, float max) {
   return _mm512_reduce_add_ps(total);
 }
 
+#define TERN_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// Sums of 8 vectors, lane j of the result = the sum of a[j]'s 8 lanes.
+TERN_AVX2 inline __m256 transpose_sum8(const __m256* a) {
+  const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
+  // h0123's lower 128 bits: the lower halves of a[0..3]; its upper: their upper halves.
+  return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                       _mm256_permute2f128_ps(h0123, h4567, 0x31));
+}
+
+TERN_AVX2 void scores_avx2(const float* q, const float* k, int64_t count, int64_t stride,
+                           float* scores) {
+  for (int64_t j0 = 0; j0 < count; j0 += 8) {
+    __m256 acc[8];
+    const int64_t n = std::min<int64_t>(8, count - j0);
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < stride; d += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + d);
+      for (int j = 0; j < 8; ++j) {
+        if (j < n) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j0 + j) * stride + d), acc[j]);
+      }
+    }
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, transpose_sum8(acc));
+    for (int64_t j = 0; j < n; ++j) scores[j0 + j] = sums[j];
+  }
+}
+
+TERN_AVX2 void accumulate_avx2(const float* p, const float* v, int64_t count, int64_t stride,
+                               float* acc) {
+  int64_t d = 0;
+  for (; d + 32 <= stride; d += 32) {
+    __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
+    __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
+    for (int64_t j = 0; j < count; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const float* row = v + j * stride + d;
+      a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row), a0);
+      a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + 8), a1);
+      a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + 16), a2);
+      a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + 24), a3);
+    }
+    _mm256_storeu_ps(acc + d, a0);
+    _mm256_storeu_ps(acc + d + 8, a1);
+    _mm256_storeu_ps(acc + d + 16, a2);
+    _mm256_storeu_ps(acc + d + 24, a3);
+  }
+  for (; d < stride; d += 8) {
+    __m256 a = _mm256_loadu_ps(acc + d);
+    for (int64_t j = 0; j < count; ++j)
+      a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * stride + d), a);
+    _mm256_storeu_ps(acc + d, a);
+  }
+}
+
+// exp(x) for x <= 0, as exp_avx512 (the same polynomial), 2^n built in the exponent bits; below
+// -87 the result is 0.
+TERN_AVX2 inline __m256 exp_avx2(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.0f);
+  const __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  // n in [-126, 0]: 2^n is the normal float with exponent n + 127.
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+TERN_AVX2 float exp_sum_avx2(float* s, int64_t count, float max) {
+  __m256 total = _mm256_setzero_ps();
+  const __m256 m = _mm256_set1_ps(max);
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+    _mm256_storeu_ps(s + j, e);
+    total = _mm256_add_ps(total, e);
+  }
+  if (j < count) {  // the tail through a zero-padded copy
+    alignas(32) float tail[8] = {};
+    const int64_t rest = count - j;
+    for (int64_t i = 0; i < rest; ++i) tail[i] = s[j + i] - max;
+    for (int64_t i = rest; i < 8; ++i) tail[i] = -INFINITY;
+    const __m256 e = exp_avx2(_mm256_loadu_ps(tail));
+    _mm256_store_ps(tail, e);
+    for (int64_t i = 0; i < rest; ++i) s[j + i] = tail[i];
+    total = _mm256_add_ps(total, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, total);
+  float sum = 0.0f;
+  for (float l : lanes) sum += l;
+  return sum;
+}
+
+TERN_AVX2 void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = fp16_to_float(src[i]);
+}
+
 void f16_to_f32_scalar(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_float(src[i]);
 }
@@ -184,16 +300,23 @@ struct Kernels {
   float (*exp_sum)(float*, int64_t, float);
 };
 
-// The AVX-512 kernels when the CPU has them and they are the path in use (looked up per call:
-// tests switch paths within a process).
+// The kernels of the path in use, where the CPU has them (looked up per call: tests switch paths
+// within a process).
 const Kernels& kernels() {
   static const Kernels avx512{f16_to_f32_avx512, scores_avx512, accumulate_avx512, exp_sum_avx512};
+  static const Kernels avx2{f16_to_f32_avx2, scores_avx2, accumulate_avx2, exp_sum_avx2};
   static const Kernels scalar{f16_to_f32_scalar, scores_scalar, accumulate_scalar, exp_sum_scalar};
-  static const bool has_avx512 = [] {
-    const auto f = cpu::detect_cpu_features();
-    return f.avx512f && f.avx512dq && f.avx512vl && f.avx512bw && f.fma && f.f16c;
-  }();
-  return has_avx512 && cpu::default_cpu_path() == cpu::CpuPath::Avx512 ? avx512 : scalar;
+  static const auto f = cpu::detect_cpu_features();
+  static const bool has_avx2 = f.avx2 && f.fma && f.f16c;
+  static const bool has_avx512 = has_avx2 && f.avx512f && f.avx512dq && f.avx512vl && f.avx512bw;
+  switch (cpu::default_cpu_path()) {
+    case cpu::CpuPath::Avx512:
+      return has_avx512 ? avx512 : has_avx2 ? avx2 : scalar;
+    case cpu::CpuPath::Avx2:
+      return has_avx2 ? avx2 : scalar;
+    default:
+      return scalar;
+  }
 }
 
 // --- cache rows -------------------------------------------------------------------------------
