@@ -203,6 +203,7 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
   // (bench/results/2026-12-03-cpu-matvec.md). Rows of the multi-row kernel do not depend on
   // their group, so the scheduler recomputes at least two prompt tokens after a prefix hit.
   if (n > 1 && path == CpuPath::Avx512) gemm = detail::gemm_avx512(type);
+  if (n > 1 && path == CpuPath::Avx2) gemm = detail::gemm_avx2(type);
   Scratch local;
   Scratch& scratch = options.scratch ? *options.scratch : local;
   const PreparedActs acts = prepare(type, path, x, n, cols, scratch, pool, gemm);
