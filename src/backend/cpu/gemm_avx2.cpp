@@ -9,7 +9,8 @@
 // and vpmaddwd by ones, one int32 per lane of 4 elements, started from the activation's lane bias
 // (Acts::lane_bias = -bias x the lane's activation sum); then int32 -> fp32 and one FMA with
 // d_w x the lane's activation scale (Acts::lane_d); affine types add m x Acts::lane_dsum. Q8_0's
-// and IQ4_NL's codes (up to 255) would saturate vpmaddubsw: they keep the dot kernels.
+// and IQ4_NL's codes (up to 255) would saturate vpmaddubsw: they keep the dot kernels. Q4_K:
+// below. The other K-quants keep the dot kernels.
 //
 // Reads: one weight row (GGUF blocks) and the prepared activations of the rows (from L1/L2:
 // matmul.cpp keeps a group of rows hot while it walks a tile of weight rows). Writes: one float
@@ -107,6 +108,65 @@ void gemm32_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y,
   }
 }
 
+// Q4_K: a super-block's 8 sub-blocks of 32 codes unpacked once; per activation row, each
+// sub-block's vpmaddubsw pairs are summed by vpmaddwd against its scale, and the mins meet the
+// activations' 16-element sums (Acts::bsums).
+template <int R>
+void gemm_q4_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride) {
+  const auto* b = static_cast<const BlockQ4_K*>(w);
+  const int64_t nb = cols / kQKK;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  // The 8 min bytes as 16 int16, each twice (a sub-block of 32 has two sums of 16).
+  const __m256i min_spread =
+      _mm256_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128, 4,
+                       -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7, -128);
+  __m256 acc[R], acc_min[R];
+  for (int j = 0; j < R; ++j) acc[j] = acc_min[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    uint64_t sc, mn;
+    k_scales_mins(b[i].scales, &sc, &mn);
+    uint8_t scale[8];
+    std::memcpy(scale, &sc, 8);
+    __m256i codes[8];  // sub-block 2c: low nibbles of qs[32c..], 2c + 1: their high nibbles
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b[i].qs + 32 * c);
+      codes[2 * c] = _mm256_and_si256(q, m4);
+      codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+    const __m256i mins16 =
+        _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(mn)), min_spread);
+    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+    for (int j = 0; j < R; ++j) {
+      const int8_t* q8 = x[j].qs + i * kQKK;
+      __m256i sum = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        sum = _mm256_add_epi32(
+            sum, _mm256_madd_epi16(_mm256_maddubs_epi16(codes[s], load256(q8 + 32 * s)),
+                                   _mm256_set1_epi16(scale[s])));
+      }
+      const __m256i min_prod = _mm256_madd_epi16(load256(x[j].bsums + i * 16), mins16);
+      const float dx = x[j].d[i];
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * dx), acc[j]);
+      acc_min[j] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(dmin * dx), acc_min[j]);
+    }
+  }
+  for (int j = 0; j < R; ++j) y[j * y_stride] = hsum256(acc[j]) - hsum256(acc_min[j]);
+}
+
+void q4_k_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
+  switch (rows) {
+    case 4:
+      return gemm_q4_k<4>(w, x, cols, y, s);
+    case 3:
+      return gemm_q4_k<3>(w, x, cols, y, s);
+    case 2:
+      return gemm_q4_k<2>(w, x, cols, y, s);
+    default:
+      return gemm_q4_k<1>(w, x, cols, y, s);
+  }
+}
+
 }  // namespace
 
 GemmKernel gemm_avx2(TensorType type) {
@@ -119,6 +179,8 @@ GemmKernel gemm_avx2(TensorType type) {
       return {gemm32_rows<Q5_0G>, true, 16, false};
     case TensorType::Q5_1:
       return {gemm32_rows<Q5_1G>, true, 0, true};
+    case TensorType::Q4_K:
+      return {q4_k_rows, false, 0, false};
     default:
       return {};
   }
