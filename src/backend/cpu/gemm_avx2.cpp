@@ -9,8 +9,8 @@
 // and vpmaddwd by ones, one int32 per lane of 4 elements, started from the activation's lane bias
 // (Acts::lane_bias = -bias x the lane's activation sum); then int32 -> fp32 and one FMA with
 // d_w x the lane's activation scale (Acts::lane_d); affine types add m x Acts::lane_dsum. Q8_0's
-// and IQ4_NL's codes (up to 255) would saturate vpmaddubsw: they keep the dot kernels. Q4_K:
-// below. The other K-quants keep the dot kernels.
+// and IQ4_NL's codes (up to 255) would saturate vpmaddubsw: they keep the dot kernels. Q4_K and
+// Q6_K: below. The other K-quants keep the dot kernels.
 //
 // Reads: one weight row (GGUF blocks) and the prepared activations of the rows (from L1/L2:
 // matmul.cpp keeps a group of rows hot while it walks a tile of weight rows). Writes: one float
@@ -167,6 +167,67 @@ void q4_k_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, i
   }
 }
 
+// Q6_K: per half of 128, 4 vectors of 32 codes (0..63: the low 4 bits from ql, bits 4-5 from
+// qh) against the activations, each 16 by its signed sub-block scale; the code offset of 32
+// through the activations' 16-element sums.
+template <int R>
+void gemm_q6_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride) {
+  const auto* b = static_cast<const BlockQ6_K*>(w);
+  const int64_t nb = cols / kQKK;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+  __m256 acc[R];
+  for (int j = 0; j < R; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i codes[8], scales[8];  // elements 32t..32t+31, and the scales of their two 16s
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load256(b[i].ql + 64 * h), l1 = load256(b[i].ql + 64 * h + 32);
+      const __m256i hb = load256(b[i].qh + 32 * h);
+      codes[4 * h] =
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+      codes[4 * h + 1] =
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+      codes[4 * h + 2] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
+      codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                         _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+    }
+    for (int t = 0; t < 8; ++t) {
+      scales[t] = _mm256_set_m128i(_mm_set1_epi16(b[i].scales[2 * t + 1]),
+                                   _mm_set1_epi16(b[i].scales[2 * t]));
+    }
+    const __m256i scales16 = _mm256_cvtepi8_epi16(load128(b[i].scales));
+    const float d = h2f(b[i].d);
+    for (int j = 0; j < R; ++j) {
+      const int8_t* q8 = x[j].qs + i * kQKK;
+      __m256i sum = _mm256_setzero_si256();
+      for (int t = 0; t < 8; ++t) {
+        sum = _mm256_add_epi32(
+            sum,
+            _mm256_madd_epi16(_mm256_maddubs_epi16(codes[t], load256(q8 + 32 * t)), scales[t]));
+      }
+      // 32 x sum_k scale_k x bsum_k
+      const __m256i offset =
+          _mm256_slli_epi32(_mm256_madd_epi16(load256(x[j].bsums + i * 16), scales16), 5);
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset)),
+                               _mm256_set1_ps(d * x[j].d[i]), acc[j]);
+    }
+  }
+  for (int j = 0; j < R; ++j) y[j * y_stride] = hsum256(acc[j]);
+}
+
+void q6_k_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
+  switch (rows) {
+    case 4:
+      return gemm_q6_k<4>(w, x, cols, y, s);
+    case 3:
+      return gemm_q6_k<3>(w, x, cols, y, s);
+    case 2:
+      return gemm_q6_k<2>(w, x, cols, y, s);
+    default:
+      return gemm_q6_k<1>(w, x, cols, y, s);
+  }
+}
+
 }  // namespace
 
 GemmKernel gemm_avx2(TensorType type) {
@@ -181,6 +242,8 @@ GemmKernel gemm_avx2(TensorType type) {
       return {gemm32_rows<Q5_1G>, true, 0, true};
     case TensorType::Q4_K:
       return {q4_k_rows, false, 0, false};
+    case TensorType::Q6_K:
+      return {q6_k_rows, false, 0, false};
     default:
       return {};
   }
