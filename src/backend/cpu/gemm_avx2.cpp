@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd_util.h"
@@ -94,18 +95,24 @@ void gemm32(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stri
   for (int j = 0; j < R; ++j) y[j * y_stride] = hsum256(acc[j]);
 }
 
-template <typename C>
-void gemm32_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
+// f(std::integral_constant<int, R>) for R = rows (1 to kGemmRows).
+template <typename F>
+void by_rows(int rows, F&& f) {
   switch (rows) {
     case 4:
-      return gemm32<C, 4>(w, x, cols, y, s);
+      return f(std::integral_constant<int, 4>{});
     case 3:
-      return gemm32<C, 3>(w, x, cols, y, s);
+      return f(std::integral_constant<int, 3>{});
     case 2:
-      return gemm32<C, 2>(w, x, cols, y, s);
+      return f(std::integral_constant<int, 2>{});
     default:
-      return gemm32<C, 1>(w, x, cols, y, s);
+      return f(std::integral_constant<int, 1>{});
   }
+}
+
+template <typename C>
+void gemm32_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
+  by_rows(rows, [&](auto r) { gemm32<C, decltype(r)::value>(w, x, cols, y, s); });
 }
 
 // Q4_K: a super-block's 8 sub-blocks of 32 codes unpacked once; per activation row, each
@@ -155,16 +162,7 @@ void gemm_q4_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_s
 }
 
 void q4_k_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
-  switch (rows) {
-    case 4:
-      return gemm_q4_k<4>(w, x, cols, y, s);
-    case 3:
-      return gemm_q4_k<3>(w, x, cols, y, s);
-    case 2:
-      return gemm_q4_k<2>(w, x, cols, y, s);
-    default:
-      return gemm_q4_k<1>(w, x, cols, y, s);
-  }
+  by_rows(rows, [&](auto r) { gemm_q4_k<decltype(r)::value>(w, x, cols, y, s); });
 }
 
 // Q6_K: per half of 128, 4 vectors of 32 codes (0..63: the low 4 bits from ql, bits 4-5 from
@@ -216,16 +214,7 @@ void gemm_q6_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_s
 }
 
 void q6_k_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
-  switch (rows) {
-    case 4:
-      return gemm_q6_k<4>(w, x, cols, y, s);
-    case 3:
-      return gemm_q6_k<3>(w, x, cols, y, s);
-    case 2:
-      return gemm_q6_k<2>(w, x, cols, y, s);
-    default:
-      return gemm_q6_k<1>(w, x, cols, y, s);
-  }
+  by_rows(rows, [&](auto r) { gemm_q6_k<decltype(r)::value>(w, x, cols, y, s); });
 }
 
 }  // namespace
