@@ -88,7 +88,9 @@ std::vector<float> run_tree(const GgufFile& file, Device& device,
   return logits;
 }
 
-class CudaForwardShapes : public ::testing::Test {
+// A CUDA device (the test skips without a GPU) and the CPU reference beside it.
+template <typename Base>
+class GpuAndCpu : public Base {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
@@ -100,17 +102,8 @@ class CudaForwardShapes : public ::testing::Test {
   std::unique_ptr<CudaDevice> gpu_;
 };
 
-class CudaForward : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
-    auto d = CudaDevice::create(0);
-    ASSERT_TRUE(d.ok()) << d.error().message;
-    gpu_ = std::move(*d);
-  }
-  CpuDevice cpu_{4};
-  std::unique_ptr<CudaDevice> gpu_;
-};
+class CudaForwardShapes : public GpuAndCpu<::testing::Test> {};
+class CudaForward : public GpuAndCpu<::testing::TestWithParam<std::string>> {};
 
 TEST_P(CudaForward, FixtureLogitsMatchTransformersAndTheCpu) {
   const std::string arch = GetParam();
