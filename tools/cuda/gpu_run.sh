@@ -340,7 +340,7 @@ if [[ " $stages " == *" profile "* ]]; then
   SECONDS=0
   timeout 240 ncu --clock-control none --csv --page raw \
     --metrics "${NCU_METRICS:-gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second}" --launch-skip "${NCU_SKIP:-2600}" --launch-count "${NCU_COUNT:-3400}" \
-    --log-file "$OUT/ncu.csv" $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 8 -r 1 \
+    --log-file "$OUT/ncu.csv" $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n ${PROFILE_N:-8} -r 1 \
     ${PROFILE_ARGS:-} >"$OUT/ncu-run.log" 2>&1
   echo "ncu rc=$? in ${SECONDS} s" >>"$summary"
   python3 tools/cuda/ncu_summary.py "$OUT/ncu.csv" >"$OUT/ncu-summary.md" 2>&1
