@@ -22,6 +22,7 @@
 // at 2 blocks an SM (~200 registers a lane) leaves its loads exposed while it computes.
 // TERN_CUDA_ATTN_PIPE=1 loads the next pass's K/V rows before this pass's products (head sizes
 // 64 and 128; compiled without spills, not yet run: expected 30% -> 40-50% of the roofline at 16K).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -557,10 +558,27 @@ bool attention_pipelined() {
   return on;
 }
 
+// TERN_CUDA_ATTN_HEADS=1|2|4 caps the query heads a v4 block holds (default 8 / C): fewer
+// heads, fewer registers (q and the output live in them), more blocks an SM; the K/V rows are
+// then read once per block of heads, the second time from L2 (A/B runs at 16K keys).
+int v4_head_cap() {
+  static const int cap = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_HEADS");
+    const int c = v == nullptr ? 8 : std::atoi(v);
+    return c == 1 || c == 2 || c == 4 ? c : 8;
+  }();
+  return cap;
+}
+
+int v4_heads_per_block(int group, int c) {
+  const int max_g = std::min(8 / c, v4_head_cap());
+  return group >= max_g ? max_g : group > 2 ? 4 : group;
+}
+
 template <int C, bool kPipelined>
 bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
   constexpr int kMaxG = 8 / C;
-  const int g = group >= kMaxG ? kMaxG : group > 2 ? 4 : group;
+  const int g = v4_heads_per_block(group, C);
   const int chunks = (group + g - 1) / g;
   const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
                   static_cast<unsigned>(a.splits));
@@ -656,6 +674,13 @@ bool uses_v4(TensorType kv_type, int64_t head_dim) {
 
 int64_t attention_split_keys(TensorType kv_type, int64_t head_dim) {
   return uses_v4(kv_type, head_dim) ? kV4KeysPerPass : 64;
+}
+
+int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t group) {
+  if (uses_v4(kv_type, head_dim)) {
+    return v4_heads_per_block(static_cast<int>(group), static_cast<int>(head_dim / 64));
+  }
+  return group >= kMaxGroup ? kMaxGroup : group > 2 ? 4 : group;
 }
 
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {

@@ -136,12 +136,18 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
             });
     return;
   }
-  // Enough blocks for two per multiprocessor: split long contexts when tokens x heads are few.
-  // A power of two, so that a decode step's launch (and graph) stays the same for long spans.
+  // Enough blocks for two per multiprocessor (TERN_CUDA_ATTN_SM_BLOCKS: another count, for A/B
+  // runs): split long contexts when tokens x heads are few. A power of two, so that a decode
+  // step's launch (and graph) stays the same for long spans.
+  static const int64_t blocks_per_sm = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_SM_BLOCKS");
+    const int64_t b = v == nullptr ? 2 : std::atoll(v);
+    return b >= 1 && b <= 16 ? b : 2;
+  }();
   const int64_t group = heads / cache.kv_heads;
-  const int64_t per_block = group >= 8 ? 8 : group > 2 ? 4 : group;
+  const int64_t per_block = cuda::attention_heads_per_block(cache.k.type, head_dim, group);
   const int64_t blocks = tokens * cache.kv_heads * ((group + per_block - 1) / per_block);
-  const int64_t target = 2 * std::max(1, info_.multiprocessors);
+  const int64_t target = blocks_per_sm * std::max(1, info_.multiprocessors);
   int64_t splits = 1;
   if (blocks < target) {
     const int64_t per_split = cuda::attention_split_keys(cache.k.type, head_dim);

@@ -187,6 +187,9 @@ bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // cache type and head size (v4 for F16/BF16 caches with heads of 64, 128 or 256; TERN_CUDA_ATTN=2
 // keeps v2).
 int64_t attention_split_keys(TensorType kv_type, int64_t head_dim);
+// The query heads one block of the kernel attention() picks holds (the rest of a group: more
+// blocks).
+int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t group);
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
 // attention_prefill.cu: the same for many new tokens on the tensor cores (F16 caches, heads of 64
 // or 128, no token trees; `splits` and `partial` unused). tiles: [tile_count][2] ints, a
