@@ -8,6 +8,8 @@ namespace tern::cpu {
 namespace detail {
 void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
+void silu_mul_avx2(const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh_mul_avx2(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace detail
 
 void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n) {
@@ -23,11 +25,15 @@ void gelu_tanh_mul_scalar(const float* gate, const float* up, float* out, int64_
 }
 
 GatedActivationFn silu_mul_fn(CpuPath path) {
-  return path == CpuPath::Avx512 ? detail::silu_mul_avx512 : silu_mul_scalar;
+  return path == CpuPath::Avx512 ? detail::silu_mul_avx512
+         : path == CpuPath::Avx2 ? detail::silu_mul_avx2
+                                 : silu_mul_scalar;
 }
 
 GatedActivationFn gelu_tanh_mul_fn(CpuPath path) {
-  return path == CpuPath::Avx512 ? detail::gelu_tanh_mul_avx512 : gelu_tanh_mul_scalar;
+  return path == CpuPath::Avx512 ? detail::gelu_tanh_mul_avx512
+         : path == CpuPath::Avx2 ? detail::gelu_tanh_mul_avx2
+                                 : gelu_tanh_mul_scalar;
 }
 
 }  // namespace tern::cpu
