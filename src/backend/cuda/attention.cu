@@ -19,9 +19,11 @@
 // 128, F16): ctx 512 10.4 us (v2 18.3), 1K 13.1 us (20.5), 16K 53.4 us = 1256 GB/s of K+V (30%
 // of the 4229 GB/s copy roofline; v2 19%); in the Qwen3-8B Q4_K_M decode step 3452 -> 2988 us.
 // 2026-12-05: on the H100 decode after 16K tokens was 0.97x llama.cpp (186.9 vs 192 tok/s): v4
-// at 2 blocks an SM (~200 registers a lane) leaves its loads exposed while it computes.
-// TERN_CUDA_ATTN_PIPE=1 loads the next pass's K/V rows before this pass's products (head sizes
-// 64 and 128; compiled without spills, not yet run: expected 30% -> 40-50% of the roofline at 16K).
+// at 2 blocks an SM (~200 registers a lane) leaves its loads exposed while it computes. Two
+// remedies measured (H100, 16K keys): TERN_CUDA_ATTN_PIPE=1 (the next pass's K/V rows loaded
+// before this pass's products) 56.7 -> 54.9 us, no gain in the decode step; two query heads a
+// block and 4 blocks an SM (v4_head_cap, now the default) 48.7 us, decode after 16K tokens
+// 1.03x llama.cpp. Both together: 72.8 us (the pipelined rows' registers undo the occupancy).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -558,14 +560,18 @@ bool attention_pipelined() {
   return on;
 }
 
-// TERN_CUDA_ATTN_HEADS=1|2|4 caps the query heads a v4 block holds (default 8 / C): fewer
-// heads, fewer registers (q and the output live in them), more blocks an SM; the K/V rows are
-// then read once per block of heads, the second time from L2 (A/B runs at 16K keys).
+// Query heads a v4 block holds: at most 2 (TERN_CUDA_ATTN_HEADS=1|2|4|8 for A/B runs). Fewer
+// heads, fewer registers (q and the output live in them), more blocks an SM; a group's K/V rows
+// are then read once per block of heads, the second time from L2. Measured 2026-12-05 (H100,
+// tern-cuda-bench --attention, 32/8 heads of 128, F16, with 4 blocks an SM, see
+// cuda_device_attention.cpp): 16K keys 56.7 -> 48.7 us (39% -> 46% of the copy roofline), 512
+// keys 10.8 -> 8.2 us; Qwen3-8B Q4_K_M decode after 16K tokens 190.7 -> 200.9 tok/s (llama.cpp
+// 195.4 in the same call), after 512 tokens 274-282 -> 285-290 (llama.cpp 247-248).
 int v4_head_cap() {
   static const int cap = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_HEADS");
-    const int c = v == nullptr ? 8 : std::atoi(v);
-    return c == 1 || c == 2 || c == 4 ? c : 8;
+    const int c = v == nullptr ? 2 : std::atoi(v);
+    return c == 1 || c == 2 || c == 4 || c == 8 ? c : 2;
   }();
   return cap;
 }

@@ -788,10 +788,10 @@ template <TensorType T>
 struct PairN;
 
 // Each PairN<T> splits its work in two: load() brings the lane's raw words of super-block sb of
-// both rows into registers (Raw), dot() decodes them and multiplies with every x row. The kernel
-// either calls them back to back or (TERN_CUDA_GEMV_BATCH_PIPE=1) loads super-block sb + 4 W
-// before the products of sb, so the weight loads of the next step are in flight while a warp
-// computes 8 x rows (2026-12-05: an 8-sequence step took 8.5 ms on the H100 against 3.6 for one).
+// both rows into registers (Raw), dot() decodes them and multiplies with every x row. Loading
+// super-block sb + 4W before the products of sb was measured (2026-12-05, H100, 8 sequences):
+// 3.47x -> 3.26x one sequence, the extra registers (Q4_K N = 8: 126 -> 155) cost more warps
+// than the loads in flight gained.
 template <>
 struct PairN<TensorType::Q4_K> {
   struct Raw {
@@ -964,7 +964,7 @@ struct PairN<TensorType::Q8_0> {
 };
 
 // y[x, row] for the pair's two rows and every x row (x < n <= N); W warps a pair as above.
-template <TensorType T, int W, int N, bool kPipelined>
+template <TensorType T, int W, int N>
 __global__ void __launch_bounds__(32 * kPairWarps)
     gemv_pair_n_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, int n, float* y) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -983,22 +983,10 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   for (int x = 0; x < N; ++x) acc0[x] = acc1[x] = 0.0f;
   const int64_t sbs = a.k / 256;
   constexpr int64_t kStep = W * 4;
-  int64_t sb = (sw * 32 + lane) / 8;
-  if constexpr (kPipelined) {
+  for (int64_t sb = (sw * 32 + lane) / 8; sb < sbs; sb += kStep) {
     typename PairN<T>::Raw cur;
-    if (sb < sbs) PairN<T>::load(r0, r1, sb, lane, cur);
-    for (; sb < sbs; sb += kStep) {
-      typename PairN<T>::Raw next{};
-      if (sb + kStep < sbs) PairN<T>::load(r0, r1, sb + kStep, lane, next);
-      PairN<T>::template dot<N>(cur, sb, a, lane, n, acc0, acc1);
-      cur = next;
-    }
-  } else {
-    for (; sb < sbs; sb += kStep) {
-      typename PairN<T>::Raw cur;
-      PairN<T>::load(r0, r1, sb, lane, cur);
-      PairN<T>::template dot<N>(cur, sb, a, lane, n, acc0, acc1);
-    }
+    PairN<T>::load(r0, r1, sb, lane, cur);
+    PairN<T>::template dot<N>(cur, sb, a, lane, n, acc0, acc1);
   }
 #pragma unroll
   for (int x = 0; x < N; ++x) {
@@ -1041,38 +1029,20 @@ bool batch_pairs_enabled() {
   return on;
 }
 
-bool batch_pairs_pipelined() {
-  static const bool on = [] {
-    const char* v = std::getenv("TERN_CUDA_GEMV_BATCH_PIPE");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return on;
-}
-
-template <TensorType T, int N, bool kPipelined>
+template <TensorType T, int N>
 void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t* w, int64_t m,
                    size_t row_bytes, const Acts& a, int n, float* y) {
   const int64_t per = kPairWarps / warps;
   const dim3 blocks(static_cast<unsigned>((pairs + per - 1) / per));
   if (warps == 1) {
-    (void)launch_pdl(gemv_pair_n_kernel<T, 1, N, kPipelined>, blocks, 32 * kPairWarps, stream, w,
-                     m, row_bytes, a, n, y);
+    (void)launch_pdl(gemv_pair_n_kernel<T, 1, N>, blocks, 32 * kPairWarps, stream, w, m, row_bytes,
+                     a, n, y);
   } else if (warps == 2) {
-    (void)launch_pdl(gemv_pair_n_kernel<T, 2, N, kPipelined>, blocks, 32 * kPairWarps, stream, w,
-                     m, row_bytes, a, n, y);
+    (void)launch_pdl(gemv_pair_n_kernel<T, 2, N>, blocks, 32 * kPairWarps, stream, w, m, row_bytes,
+                     a, n, y);
   } else {
-    (void)launch_pdl(gemv_pair_n_kernel<T, 4, N, kPipelined>, blocks, 32 * kPairWarps, stream, w,
-                     m, row_bytes, a, n, y);
-  }
-}
-
-template <TensorType T, int N>
-void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t* w, int64_t m,
-                   size_t row_bytes, const Acts& a, int n, float* y) {
-  if (batch_pairs_pipelined()) {
-    launch_pair_n<T, N, true>(warps, pairs, stream, w, m, row_bytes, a, n, y);
-  } else {
-    launch_pair_n<T, N, false>(warps, pairs, stream, w, m, row_bytes, a, n, y);
+    (void)launch_pdl(gemv_pair_n_kernel<T, 4, N>, blocks, 32 * kPairWarps, stream, w, m, row_bytes,
+                     a, n, y);
   }
 }
 
