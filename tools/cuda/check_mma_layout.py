@@ -4,7 +4,8 @@ per-type decode, gemv_mma.cu's and gemm_q8.cu's fragment and tile bookkeeping, q
 activation groups) in numpy, under the PTX ISA's mma.sync m16n8k32 / m16n8k16 .s8 fragment
 layouts, and checks:
   1. decode: every weight element f * q + c equals PyPI gguf's dequantization (8 block types);
-  2. gemv_mma (16 rows a block, warps splitting the blocks) and gemm_q8 (64 x 64 tiles, 8 blocks
+  2. gemv_mma (16 rows a block, warps splitting the blocks; Q4_K's wide-load tile kernel with its
+     own lane order) and gemm_q8 (64 x 64 tiles, 8 blocks
      of activations staged a step, partial tiles and chunks) give W . x_q, the weights times the
      8-bit activations, to float rounding: the fragments, lanes and columns line up.
 A check of the arithmetic for whoever edits the kernels, not of the kernels themselves (that is
@@ -160,13 +161,73 @@ def warp_block_products(qt, rows_bytes, m, row0, blocks, cols, qs, d, s, n, per1
     return acc
 
 
+def q4k_scales(hd, c2):
+    """quant_device.cuh's q4k_scales: sub-blocks 2 c2, 2 c2 + 1 from the header's 16 bytes."""
+    shift = 16 * (c2 & 1)
+    w0, w1, w2 = (word(hd, 4) >> shift, word(hd, 8) >> shift, word(hd, 12) >> shift)
+    if c2 < 2:
+        return w0 & 63, (w0 >> 8) & 63, w1 & 63, (w1 >> 8) & 63
+    return ((w2 & 0xF) | (((w0 >> 6) & 3) << 4), ((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4),
+            ((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4), ((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4))
+
+
+def q4k_tile_products(rows_bytes, m, row0, super_blocks, cols, qs, d, s):
+    """gemv_mma.cu's gemv_q4k_tile_kernel, one warp: 16 rows x 8 columns over `super_blocks`,
+    lanes loading 8 quant bytes of each 32-byte chunk (k slot 4t+i = element 8t+i, slot
+    16+4t+i = element 8t+4+i). Returns acc[lane][4]."""
+    acc = np.zeros((32, 4))
+    for sb in super_blocks:
+        for c in range(4):
+            for h in range(2):
+                sub = 2 * c + h
+                A = np.zeros((16, 32), np.int64); Bm = np.zeros((32, 8), np.int64)
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    for rr, r in ((g, min(row0 + g, m - 1)), (g + 8, min(row0 + g + 8, m - 1))):
+                        q = rows_bytes[r][sb * 144 + 16 + 32 * c + 8 * t: sb * 144 + 24 + 32 * c + 8 * t]
+                        nib = [(b >> (4 * h)) & 0xF for b in q]
+                        A[rr, 4 * t:4 * t + 4] = nib[:4]; A[rr, 16 + 4 * t:20 + 4 * t] = nib[4:]
+                    col = cols[g]
+                    if col is not None:
+                        e0 = sb * 256 + 32 * sub + 8 * t
+                        Bm[4 * t:4 * t + 4, g] = qs[col, e0:e0 + 4]
+                        Bm[16 + 4 * t:20 + 4 * t, g] = qs[col, e0 + 4:e0 + 8]
+                D = mma_k32(A, Bm)
+                blk = sb * 8 + sub
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    for i, (rr, cc) in enumerate([(g, 0), (g, 1), (g + 8, 0), (g + 8, 1)]):
+                        r = min(row0 + rr, m - 1)
+                        hd = rows_bytes[r][sb * 144: sb * 144 + 16]
+                        sc0, sc1, m0, m1 = q4k_scales(hd, c)
+                        f = f16(hd, 0) * (sc1 if h else sc0)
+                        off = -f16(hd, 2) * (m1 if h else m0)
+                        col = cols[2 * t + cc]
+                        dx = d[col, blk] if col is not None else 0.0
+                        sx = s[col, blk] if col is not None else 0.0
+                        acc[lane, i] += f * dx * D[rr, 2 * t + cc] + off * sx
+    return acc
+
+
 def emulate(qt, rows_bytes, m, k, x, kernel):
     n = x.shape[0]
     qs, d, s = quantize(x, GROUP[qt])
     y = np.full((n, m), np.nan)
     blocks = k // 32
     per16 = qt == Q.Q6_K
-    if kernel == "gemv_mma":  # grid: 16 rows a block; 4 warps split the blocks; n <= 8
+    if kernel == "gemv_q4k_tile":  # 16 rows a block; 8 warps split the super-blocks; n <= 8
+        cols = [c if c < n else None for c in range(8)]
+        for bx in range((m + 15) // 16):
+            total = np.zeros((32, 4))
+            for warp in range(8):
+                total += q4k_tile_products(rows_bytes, m, bx * 16, range(warp, k // 256, 8),
+                                           cols, qs, d, s)
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for i in range(4):
+                    row = bx * 16 + g + (8 if i >= 2 else 0); col = 2 * t + i % 2
+                    if row < m and col < n: y[col, row] = total[lane, i]
+    elif kernel == "gemv_mma":  # grid: 16 rows a block; 4 warps split the blocks; n <= 8
         cols = [c if c < n else None for c in range(8)]
         for bx in range((m + 15) // 16):
             total = np.zeros((32, 4))
@@ -212,7 +273,11 @@ for qt in BLOCK:
     elems = BLOCK[qt][0]
     # k: 10 blocks of 32 (a partial chunk) or 2 super-blocks; m and n: partial tiles.
     k = 320 if elems == 32 else 512
-    for kernel, m, n in (("gemv_mma", 21, 5), ("gemm_q8", 70, 70)):
+    cases = [("gemv_mma", 21, 5), ("gemm_q8", 70, 70)]
+    if qt == Q.Q4_K:  # 9 super-blocks: one warp of the 8 takes two
+        cases += [("gemv_q4k_tile", 21, 5), ("gemv_q4k_tile", 16, 8)]
+    for kernel, m, n in cases:
+        if kernel == "gemv_q4k_tile": k = 256 * 9
         rows = random_rows(qt, m, k)
         rows_bytes = [rows[r].tobytes() for r in range(m)]
         x = rng.normal(size=(n, k)).astype(np.float32)

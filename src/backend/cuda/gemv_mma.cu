@@ -101,13 +101,122 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   }
 }
 
+// Q4_K (2026-12-05 (d)): sixteen rows a warp as above, but the quants come in wide loads, each
+// 32-byte sector of a row used whole: lane (g, t) loads bytes [8 t, 8 t + 8) of each of the
+// four 32-byte quant chunks of rows g and g + 8 (8-byte loads) and the rows' 16-byte headers.
+// The 32 elements of sub-block 2c (low nibbles) or 2c + 1 (high nibbles) go to the mma in the
+// order "k slot 4 t + i holds element 8 t + i, slot 16 + 4 t + i element 8 t + 4 + i"; the
+// activations' B fragment (bytes [8 t, 8 t + 8) of the sub-block, one 8-byte load) follows the
+// same order, so the integer sum is the block's dot product. A warp takes one super-block of
+// its 16 rows a step (2.3 KB of weights in flight), the block's 8 warps split k.
+// Reads: the weights once, each activation row once per 16 rows (L1/L2). Writes n * m floats.
+constexpr int kQ4kTileWarps = 8;
+
+__global__ void __launch_bounds__(32 * kQ4kTileWarps)
+    gemv_q4k_tile_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
+                         const float* xd, const float* xs, int64_t k, int n, float* y) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + g, row_b = row_a + 8;
+  // Rows past the end read the last row and are not written.
+  const uint8_t* wa = w + static_cast<size_t>(row_a < m ? row_a : m - 1) * row_bytes;
+  const uint8_t* wb = w + static_cast<size_t>(row_b < m ? row_b : m - 1) * row_bytes;
+  const int64_t super_blocks = k / 256, blocks = k / 32;
+  const bool has_col = g < n;  // lane g holds B column g (activation row g)
+  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  const int col0 = 2 * t, col1 = 2 * t + 1;  // the lane's D columns
+  const bool ok0 = col0 < n, ok1 = col1 < n;
+  const float* xd0 = xd + (ok0 ? col0 : 0) * blocks;
+  const float* xd1 = xd + (ok1 ? col1 : 0) * blocks;
+  const float* xs0 = xs + (ok0 ? col0 : 0) * blocks;
+  const float* xs1 = xs + (ok1 ? col1 : 0) * blocks;
+  pdl_launch_dependents();
+  pdl_wait();
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t sb = warp; sb < super_blocks; sb += kQ4kTileWarps) {
+    const uint8_t* ba = wa + sb * 144;
+    const uint8_t* bb = wb + sb * 144;
+    const int4 ha = __ldg(reinterpret_cast<const int4*>(ba));
+    const int4 hb = __ldg(reinterpret_cast<const int4*>(bb));
+    int2 qa[4], qb[4], xv[8];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      qa[c] = __ldg(reinterpret_cast<const int2*>(ba + 16 + 32 * c + 8 * t));
+      qb[c] = __ldg(reinterpret_cast<const int2*>(bb + 16 + 32 * c + 8 * t));
+    }
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      xv[s] = has_col ? __ldg(reinterpret_cast<const int2*>(xq + sb * 256 + 32 * s + 8 * t))
+                      : make_int2(0, 0);
+    }
+    const uint32_t dda = static_cast<uint32_t>(ha.x), ddb = static_cast<uint32_t>(hb.x);
+    const float da = half_bits_to_float(static_cast<uint16_t>(dda & 0xFFFF));
+    const float dmina = half_bits_to_float(static_cast<uint16_t>(dda >> 16));
+    const float db = half_bits_to_float(static_cast<uint16_t>(ddb & 0xFFFF));
+    const float dminb = half_bits_to_float(static_cast<uint16_t>(ddb >> 16));
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      int sca[2], ma[2], scb[2], mb[2];
+      q4k_scales(ha, c, sca[0], sca[1], ma[0], ma[1]);
+      q4k_scales(hb, c, scb[0], scb[1], mb[0], mb[1]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int s = 2 * c + h;
+        const uint32_t shift = 4 * h;
+        const uint32_t a0 = (static_cast<uint32_t>(qa[c].x) >> shift) & 0x0F0F0F0Fu;
+        const uint32_t a2 = (static_cast<uint32_t>(qa[c].y) >> shift) & 0x0F0F0F0Fu;
+        const uint32_t a1 = (static_cast<uint32_t>(qb[c].x) >> shift) & 0x0F0F0F0Fu;
+        const uint32_t a3 = (static_cast<uint32_t>(qb[c].y) >> shift) & 0x0F0F0F0Fu;
+        int d[4];
+        mma::mma_k32(a0, a1, a2, a3, static_cast<uint32_t>(xv[s].x),
+                     static_cast<uint32_t>(xv[s].y), d);
+        // As mma::block_product: weight = f q + c with f = d sc, c = -dmin m.
+        const float fa = da * static_cast<float>(sca[h]), fb = db * static_cast<float>(scb[h]);
+        const float ca = -dmina * static_cast<float>(ma[h]);
+        const float cb = -dminb * static_cast<float>(mb[h]);
+        const int64_t blk = sb * 8 + s;
+        const float dx0 = ok0 ? __ldg(xd0 + blk) : 0.0f, dx1 = ok1 ? __ldg(xd1 + blk) : 0.0f;
+        const float sx0 = ok0 ? __ldg(xs0 + blk) : 0.0f, sx1 = ok1 ? __ldg(xs1 + blk) : 0.0f;
+        acc[0] += fa * dx0 * static_cast<float>(d[0]);
+        acc[1] += fa * dx1 * static_cast<float>(d[1]);
+        acc[2] += fb * dx0 * static_cast<float>(d[2]);
+        acc[3] += fb * dx1 * static_cast<float>(d[3]);
+        acc[0] += ca * sx0;
+        acc[1] += ca * sx1;
+        acc[2] += cb * sx0;
+        acc[3] += cb * sx1;
+      }
+    }
+  }
+  // The warps add up their partial D fragments in a fixed order; the first writes the valid ones.
+  __shared__ float part[kQ4kTileWarps][32][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kQ4kTileWarps; ++v) sum += part[v][lane][i];
+    const int64_t row = i < 2 ? row_a : row_b;
+    const int col = i % 2 == 0 ? col0 : col1;
+    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
+  }
+}
+
 }  // namespace
 
+// TERN_CUDA_GEMV_MMA=1: every int8 mma type takes these kernels for 2 <= n <= 8; =q4k: Q4_K
+// only (the wide-load tile kernel), the rest keep the dp4a row pairs.
 bool gemv_mma_enabled(TensorType type, int64_t k) {
-  static const bool on = [] {
+  static const int mode = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_MMA");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    if (v == nullptr) return 0;
+    if (std::strcmp(v, "1") == 0) return 1;
+    return std::strcmp(v, "q4k") == 0 ? 2 : 0;
   }();
+  const bool on = mode == 1 || (mode == 2 && type == TensorType::Q4_K);
   return on && mma::supported(type) && k % tensor_type_info(type).block_elements == 0;
 }
 
@@ -121,6 +230,11 @@ cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const
   const dim3 grid(static_cast<unsigned>((m + 15) / 16));
   const auto* p = static_cast<const uint8_t*>(w);
   const int ni = static_cast<int>(n);
+  if (type == TensorType::Q4_K) {
+    (void)launch_pdl(gemv_q4k_tile_kernel, grid, 32 * kQ4kTileWarps, stream, p, m, row_bytes, qs,
+                     d, s, k, ni, y);
+    return cudaGetLastError();
+  }
   mma::dispatch(type, [&]<TensorType T>() {
     (void)launch_pdl(gemv_mma_kernel<T>, grid, 32 * kMmaWarps, stream, p, m, row_bytes, qs, d, s, k,
                      ni, y);

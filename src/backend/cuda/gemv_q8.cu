@@ -458,25 +458,6 @@ __device__ __forceinline__ void words2(const uint8_t* p, uint32_t& w0, uint32_t&
   w1 = __funnelshift_r(r1, r2, shift);
 }
 
-// Q4_K: the 6-bit scales and mins of sub-blocks 2 c2 and 2 c2 + 1 from the superblock's first
-// 16 bytes (hd: d and dmin, then the 12 packed scale bytes).
-__device__ __forceinline__ void q4k_scales(const int4& hd, int c2, int& sc0, int& sc1, int& m0,
-                                           int& m1) {
-  const uint32_t shift = 16 * (c2 & 1);
-  const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
-  const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
-  const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
-  if (c2 < 2) {
-    sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
-    m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
-  } else {
-    sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
-    sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
-    m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
-    m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
-  }
-}
-
 // Q6_K: four signed 6-bit quants of group g (as bytes) from the low-nibble words of the two
 // 32-byte halves (la, lb) and the high-bit word hb.
 __device__ __forceinline__ int q6k_word(uint32_t la, uint32_t lb, uint32_t hb, int g) {

@@ -27,6 +27,25 @@ __device__ __forceinline__ uint32_t load_u32_unaligned(const uint8_t* p) {
   return static_cast<uint32_t>(q[0]) | (static_cast<uint32_t>(q[1]) << 16);
 }
 
+// Q4_K: the 6-bit scales and mins of sub-blocks 2 c2 and 2 c2 + 1 from the superblock's first
+// 16 bytes (hd: d and dmin, then the 12 packed scale bytes).
+__device__ __forceinline__ void q4k_scales(const int4& hd, int c2, int& sc0, int& sc1, int& m0,
+                                           int& m1) {
+  const uint32_t shift = 16 * (c2 & 1);
+  const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
+  const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
+  const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
+  if (c2 < 2) {
+    sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
+    m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
+  } else {
+    sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
+    sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
+    m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
+    m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
+  }
+}
+
 static __constant__ int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                              1,    13,   25,  38,  53,  69,  89,  113};
 
