@@ -93,7 +93,8 @@ class CudaOps : public ::testing::Test {
     std::vector<float> nan(static_cast<size_t>(ne[0] * ne[1] * ne[2] * ne[3]), NAN);
     return gpu_f32(nan, ne);
   }
-  void run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused);
+  void run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
+                            int64_t tokens = 1);
   std::vector<float> read(const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.elements()));
     gpu_->download(t.data, v.data(), v.size() * 4);
@@ -537,14 +538,23 @@ TEST_F(CudaOps, FusedDecodeOpsOf32ElementBlocksEqualTheUnfusedOps) {
   run_fused_decode_ops({T::Q5_0, T::Q5_0, T::Q8_0, T::Q4_1, T::Q4_1}, 7);
 }
 
+// Several sequences' tokens a step (5 rows): the norms quantize for the products after them.
+TEST_F(CudaOps, FusedDecodeOpsOfSeveralSequencesEqualTheUnfusedOps) {
+  using T = TensorType;
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 4, 5);
+  run_fused_decode_ops({T::Q5_0, T::Q5_0, T::Q8_0, T::Q4_1, T::Q4_1}, 4, 3);
+}
+
 TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
   // q, k and v in one launch, gate and up in another with SiLU(gate) * up: at least four fusions.
   using T = TensorType;
   run_fused_decode_ops({T::BF16, T::BF16, T::BF16, T::BF16, T::BF16}, 4);
 }
 
-// One layer's decode ops (q, k, v; gate, up) with weights of `types`, fused and unfused.
-void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused) {
+// One layer's decode ops (q, k, v; gate, up) for `tokens` rows with weights of `types`, fused
+// and unfused.
+void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
+                                   int64_t tokens) {
   const int64_t hidden = 512, heads = 8, kv_heads = 2, head_dim = 64, ffn = 1002;
   struct Weights {
     TensorType type;
@@ -557,9 +567,10 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
                              {types[3], ffn, {}},
                              {types[4], ffn, {}}};
   for (auto& w : ws) w.data = testing::random_weights(w.type, w.rows, hidden, rng_);
-  const auto x0 = random(hidden), y0 = random(hidden), nw = random(hidden, 0.3f),
+  const auto x0 = random(hidden * tokens), y0 = random(hidden * tokens), nw = random(hidden, 0.3f),
              nw2 = random(hidden, 0.3f), qn = random(head_dim, 0.3f), kn = random(head_dim, 0.3f);
-  const std::vector<int32_t> positions = {777};
+  std::vector<int32_t> positions;
+  for (int64_t t = 0; t < tokens; ++t) positions.push_back(static_cast<int32_t>(777 + 5 * t));
   RopeParams rope;
   rope.rotary_dim = head_dim;
   rope.theta = 1000000.0f;
@@ -586,13 +597,13 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
       return make(v.data(), v.size() * 4, TensorType::F32, ne);
     };
     auto out = [&](int64_t n) {
-      std::vector<float> nan(static_cast<size_t>(n), NAN);
-      return f32(nan, {n, 1, 1, 1});
+      std::vector<float> nan(static_cast<size_t>(n * tokens), NAN);
+      return f32(nan, {n, tokens, 1, 1});
     };
     std::vector<Tensor> w;
     for (auto& wt : ws)
       w.push_back(make(wt.data.data(), wt.data.size(), wt.type, {hidden, wt.rows, 1, 1}));
-    Tensor x = f32(x0, {hidden, 1, 1, 1}), y = f32(y0, {hidden, 1, 1, 1});
+    Tensor x = f32(x0, {hidden, tokens, 1, 1}), y = f32(y0, {hidden, tokens, 1, 1});
     Tensor tnw = f32(nw, {hidden, 1, 1, 1}), tnw2 = f32(nw2, {hidden, 1, 1, 1});
     Tensor tqn = f32(qn, {head_dim, 1, 1, 1}), tkn = f32(kn, {head_dim, 1, 1, 1});
     Tensor h = out(hidden), q = out(heads * head_dim), k = out(kv_heads * head_dim),
@@ -603,8 +614,8 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     EXPECT_TRUE(d.matmul(w[1], h, k).ok());
     EXPECT_TRUE(d.matmul(w[2], h, v).ok());
     Tensor qh = q, kh = k;
-    qh.ne = {head_dim, heads, 1, 1};
-    kh.ne = {head_dim, kv_heads, 1, 1};
+    qh.ne = {head_dim, heads, tokens, 1};
+    kh.ne = {head_dim, kv_heads, tokens, 1};
     d.rms_norm(qh, &tqn, 1e-6f, qh);
     d.rms_norm(kh, &tkn, 1e-6f, kh);
     d.rope(qh, positions, rope);
@@ -632,7 +643,7 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
   const char* names[] = {"x", "h", "q", "k", "v", "h2", "silu(gate)*up", "up"};
   for (size_t i = 0; i < fused.size(); ++i) {
     const Diff d = compare(fused[i], plain[i]);
-    report(fmt::format("fused decode ops: {}", names[i]), d);
+    report(fmt::format("fused decode ops ({} rows): {}", tokens, names[i]), d);
     EXPECT_LT(d.rel_rms, 1e-6) << names[i];
   }
 }

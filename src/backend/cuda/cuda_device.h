@@ -141,6 +141,7 @@ class CudaDevice final : public Device {
   Launch gemv_launch(const OpInfo& info);
   bool fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
                 std::initializer_list<uint64_t> signature);
+  bool quantize_in_norm(const float* xd, void* xqd, int64_t rows, int64_t k, int group);
   void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, int group,
                   float* yd);
   void float_token_gemv(const Tensor& w, const float* xd, float* yd);

@@ -75,8 +75,8 @@ cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, int group, void* x
 cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
                     float* y, cudaStream_t stream);
 // gemv_mma.cu: products of 2 <= n <= 8 rows of 8-bit activations (quantize_q8's layout) with
-// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K weights on the int8 tensor cores; enabled by
-// TERN_CUDA_GEMV_MMA=1 until measured on the GPU.
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K weights on the int8 tensor cores; Q4_K by default,
+// every type with TERN_CUDA_GEMV_MMA=1, none with =0 (gemv_mma_enabled).
 bool gemv_mma_enabled(TensorType type, int64_t k);
 cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const int8_t* qs,
                      const float* d, const float* s, int64_t n, float* y, cudaStream_t stream);
