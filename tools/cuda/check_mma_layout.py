@@ -5,7 +5,7 @@ activation groups) in numpy, under the PTX ISA's mma.sync m16n8k32 / m16n8k16 .s
 layouts, and checks:
   1. decode: every weight element f * q + c equals PyPI gguf's dequantization (8 block types);
   2. gemv_mma (16 rows a block, warps splitting the blocks; Q4_K's wide-load tile kernel with its
-     own lane order) and gemm_q8 (64 x 64 tiles, 8 blocks
+     own lane order, Q6_K's through a shared-memory copy of its 2-byte aligned blocks) and gemm_q8 (64 x 64 tiles, 8 blocks
      of activations staged a step, partial tiles and chunks) give W . x_q, the weights times the
      8-bit activations, to float rounding: the fragments, lanes and columns line up.
 A check of the arithmetic for whoever edits the kernels, not of the kernels themselves (that is
@@ -209,13 +209,80 @@ def q4k_tile_products(rows_bytes, m, row0, super_blocks, cols, qs, d, s):
     return acc
 
 
+def q6k_tile_products(flat, row_offsets, m, row0, super_blocks, cols, qs, d):
+    """gemv_mma.cu's gemv_q6k_tile_kernel, one warp: each row's 210-byte block copied from its
+    16-byte aligned 224-byte window of the weights (`flat`, rows at `row_offsets`) into a
+    240-byte shared-memory row, the lanes' words read back from there (2-byte aligned: two
+    aligned words funnel-shifted), two m16n8k16 a sub-block. Returns acc[lane][4]."""
+    acc = np.zeros((32, 4))
+    for sb in super_blocks:
+        win = np.zeros((16, 240), np.uint8); lead = [0] * 16
+        for r in range(16):
+            block = row_offsets[min(row0 + r, m - 1)] + sb * 210
+            aligned = block & ~15
+            win[r, :224] = flat[aligned:aligned + 224]
+            lead[r] = block & 15
+
+        def ww(r, off):
+            a = off & ~3
+            return (int.from_bytes(bytes(win[r, a:a + 8]), "little") >> (8 * (off & 3))) & 0xFFFFFFFF
+        for cc in range(8):
+            h, q = cc // 4, cc % 4
+            shift = 4 * (q >> 1); ql = 64 * h + 32 * (q & 1); qh = 128 + 32 * h
+
+            def quants(r, off):
+                nib = (ww(r, lead[r] + ql + off) >> shift) & 0x0F0F0F0F
+                top = ((ww(r, lead[r] + qh + off) >> (2 * q)) & 0x03030303) << 4
+                return vsub4(nib | top, 0x20202020)
+            Alo = np.zeros((16, 16), np.int64); Ahi = np.zeros((16, 16), np.int64)
+            Blo = np.zeros((16, 8), np.int64); Bhi = np.zeros((16, 8), np.int64)
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for rr in (g, g + 8):
+                    Alo[rr, 4 * t:4 * t + 4] = bytes_s8(quants(rr, 4 * t))
+                    Ahi[rr, 4 * t:4 * t + 4] = bytes_s8(quants(rr, 16 + 4 * t))
+                col = cols[g]
+                if col is not None:
+                    e0 = sb * 256 + 32 * cc
+                    Blo[4 * t:4 * t + 4, g] = qs[col, e0 + 4 * t:e0 + 4 * t + 4]
+                    Bhi[4 * t:4 * t + 4, g] = qs[col, e0 + 16 + 4 * t:e0 + 20 + 4 * t]
+            Dlo, Dhi = Alo @ Blo, Ahi @ Bhi
+            blk = sb * 8 + cc
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for i, (rr, c2) in enumerate([(g, 0), (g, 1), (g + 8, 0), (g + 8, 1)]):
+                    dd = f16(bytes(win[rr]), lead[rr] + 208)
+                    sc = [int(np.int8(win[rr, lead[rr] + 192 + 2 * cc + j])) for j in (0, 1)]
+                    col = cols[2 * t + c2]
+                    dx = d[col, blk] if col is not None else 0.0
+                    acc[lane, i] += dx * (dd * sc[0] * Dlo[rr, 2 * t + c2] + dd * sc[1] * Dhi[rr, 2 * t + c2])
+    return acc
+
+
 def emulate(qt, rows_bytes, m, k, x, kernel):
     n = x.shape[0]
     qs, d, s = quantize(x, GROUP[qt])
     y = np.full((n, m), np.nan)
     blocks = k // 32
     per16 = qt == Q.Q6_K
-    if kernel == "gemv_q4k_tile":  # 16 rows a block; 8 warps split the super-blocks; n <= 8
+    if kernel == "gemv_q6k_tile":  # as gemv_q4k_tile; the rows laid out from a 2-byte offset
+        cols = [c if c < n else None for c in range(8)]
+        base = 2  # 2-byte aligned blocks: leads 2, 4, ..., 14 and 0 occur over the super-blocks
+        flat = np.zeros(base + m * len(rows_bytes[0]) + 32, np.uint8)
+        offsets = [base + r * len(rows_bytes[0]) for r in range(m)]
+        for r in range(m):
+            flat[offsets[r]:offsets[r] + len(rows_bytes[r])] = np.frombuffer(rows_bytes[r], np.uint8)
+        for bx in range((m + 15) // 16):
+            total = np.zeros((32, 4))
+            for warp in range(8):
+                total += q6k_tile_products(flat, offsets, m, bx * 16, range(warp, k // 256, 8),
+                                           cols, qs, d)
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for i in range(4):
+                    row = bx * 16 + g + (8 if i >= 2 else 0); col = 2 * t + i % 2
+                    if row < m and col < n: y[col, row] = total[lane, i]
+    elif kernel == "gemv_q4k_tile":  # 16 rows a block; 8 warps split the super-blocks; n <= 8
         cols = [c if c < n else None for c in range(8)]
         for bx in range((m + 15) // 16):
             total = np.zeros((32, 4))
@@ -276,8 +343,10 @@ for qt in BLOCK:
     cases = [("gemv_mma", 21, 5), ("gemm_q8", 70, 70)]
     if qt == Q.Q4_K:  # 9 super-blocks: one warp of the 8 takes two
         cases += [("gemv_q4k_tile", 21, 5), ("gemv_q4k_tile", 16, 8)]
+    if qt == Q.Q6_K:
+        cases += [("gemv_q6k_tile", 21, 5)]
     for kernel, m, n in cases:
-        if kernel == "gemv_q4k_tile": k = 256 * 9
+        if kernel in ("gemv_q4k_tile", "gemv_q6k_tile"): k = 256 * 9
         rows = random_rows(qt, m, k)
         rows_bytes = [rows[r].tobytes() for r in range(m)]
         x = rng.normal(size=(n, k)).astype(np.float32)

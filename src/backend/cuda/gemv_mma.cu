@@ -209,19 +209,130 @@ __global__ void __launch_bounds__(32 * kQ4kTileWarps)
   }
 }
 
+// Q6_K (2026-12-05 (d), not yet run on a GPU): the same tiles of 16 rows a warp, one
+// super-block a step, 8 warps splitting k. Q6_K blocks are 210 bytes, 2-byte aligned, so the warp
+// first copies its 16 rows' blocks into shared memory with 16-byte loads (each row's aligned
+// 224-byte window, 7 loads a lane), then every lane reads its A fragments from there: sub-block
+// cc = 4 h + q, elements l of [4 t, 4 t + 4) and [16 + 4 t, 16 + 4 t + 4) (low or high nibble of
+// ql[64 h + 32 (q & 1) + l], bits 2 q of qh[32 h + l], minus 32), two m16n8k16 products a
+// sub-block for its two scales (mma::decode<Q6_K>'s lane order and block_product's arithmetic).
+constexpr int kQ6kTileWarps = 8;
+constexpr int kQ6kWindow = 224;  // an aligned window holding any 210-byte block
+constexpr int kQ6kStride = 240;  // a row's window in shared memory (16-byte aligned)
+
+// The little-endian word at byte `off` (2-byte aligned) of a shared-memory window.
+__device__ __forceinline__ uint32_t window_word(const uint8_t* win, int off) {
+  const auto* a = reinterpret_cast<const uint32_t*>(win + (off & ~3));
+  return __funnelshift_r(a[0], a[1], static_cast<uint32_t>(off & 3) * 8);
+}
+
+__global__ void __launch_bounds__(32 * kQ6kTileWarps)
+    gemv_q6k_tile_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
+                         const float* xd, int64_t k, int n, float* y) {
+  __shared__ __align__(16) uint8_t stage[kQ6kTileWarps][16][kQ6kStride];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t super_blocks = k / 256, blocks = k / 32;
+  const bool has_col = g < n;
+  const int8_t* xq = qs + static_cast<int64_t>(has_col ? g : 0) * k;
+  const int col0 = 2 * t, col1 = 2 * t + 1;
+  const bool ok0 = col0 < n, ok1 = col1 < n;
+  const float* xd0 = xd + (ok0 ? col0 : 0) * blocks;
+  const float* xd1 = xd + (ok1 ? col1 : 0) * blocks;
+  uint8_t(*win)[kQ6kStride] = stage[warp];
+  pdl_launch_dependents();
+  pdl_wait();
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t sb = warp; sb < super_blocks; sb += kQ6kTileWarps) {
+    // The 16 rows' blocks, each from its aligned window: lane i copies 16-byte pieces i, i + 32,
+    // ... of the 16 x 14 (rows past the end read the last row and are not written).
+    int lead[2];  // where the block starts in the windows of rows g and g + 8
+#pragma unroll
+    for (int j = 0; j < 16 * (kQ6kWindow / 16) / 32; ++j) {
+      const int piece = lane + 32 * j, r = piece / (kQ6kWindow / 16), c = piece % (kQ6kWindow / 16);
+      const int64_t row = row0 + r < m ? row0 + r : m - 1;
+      const uintptr_t block = reinterpret_cast<uintptr_t>(w + row * row_bytes + sb * 210);
+      const auto* aligned = reinterpret_cast<const int4*>(block & ~uintptr_t{15});
+      *reinterpret_cast<int4*>(&win[r][16 * c]) = __ldg(aligned + c);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row0 + g + 8 * h < m ? row0 + g + 8 * h : m - 1;
+      lead[h] = static_cast<int>(reinterpret_cast<uintptr_t>(w + row * row_bytes + sb * 210) & 15);
+    }
+    __syncwarp();
+    const uint8_t* wa = win[g] + lead[0];
+    const uint8_t* wb = win[g + 8] + lead[1];
+    const float da = half_bits_to_float(static_cast<uint16_t>(window_word(win[g], lead[0] + 208)));
+    const float db =
+        half_bits_to_float(static_cast<uint16_t>(window_word(win[g + 8], lead[1] + 208)));
+#pragma unroll
+    for (int cc = 0; cc < 8; ++cc) {
+      const int h = cc / 4, q = cc % 4;
+      const uint32_t shift = 4 * static_cast<uint32_t>(q >> 1);
+      const int ql = 64 * h + 32 * (q & 1), qh = 128 + 32 * h;
+      const auto quants = [&](const uint8_t* base, int lead, int off) {
+        const uint32_t nib = (window_word(base - lead, lead + ql + off) >> shift) & 0x0F0F0F0Fu;
+        const uint32_t top = ((window_word(base - lead, lead + qh + off) >> (2 * q)) & 0x03030303u)
+                             << 4;
+        return __vsub4(nib | top, 0x20202020u);
+      };
+      const uint32_t a_lo = quants(wa, lead[0], 4 * t), a_hi = quants(wa, lead[0], 16 + 4 * t);
+      const uint32_t b_lo = quants(wb, lead[1], 4 * t), b_hi = quants(wb, lead[1], 16 + 4 * t);
+      const float fa_lo = da * static_cast<float>(static_cast<int8_t>(wa[192 + 2 * cc]));
+      const float fa_hi = da * static_cast<float>(static_cast<int8_t>(wa[193 + 2 * cc]));
+      const float fb_lo = db * static_cast<float>(static_cast<int8_t>(wb[192 + 2 * cc]));
+      const float fb_hi = db * static_cast<float>(static_cast<int8_t>(wb[193 + 2 * cc]));
+      const int64_t e0 = sb * 256 + 32 * cc;
+      const uint32_t x_lo =
+          has_col ? __ldg(reinterpret_cast<const uint32_t*>(xq + e0 + 4 * t)) : 0u;
+      const uint32_t x_hi =
+          has_col ? __ldg(reinterpret_cast<const uint32_t*>(xq + e0 + 16 + 4 * t)) : 0u;
+      int lo[4], hi[4];
+      mma::mma_k16(a_lo, b_lo, x_lo, lo);
+      mma::mma_k16(a_hi, b_hi, x_hi, hi);
+      const int64_t blk = sb * 8 + cc;
+      const float dx0 = ok0 ? __ldg(xd0 + blk) : 0.0f, dx1 = ok1 ? __ldg(xd1 + blk) : 0.0f;
+      acc[0] += dx0 * (fa_lo * static_cast<float>(lo[0]) + fa_hi * static_cast<float>(hi[0]));
+      acc[1] += dx1 * (fa_lo * static_cast<float>(lo[1]) + fa_hi * static_cast<float>(hi[1]));
+      acc[2] += dx0 * (fb_lo * static_cast<float>(lo[2]) + fb_hi * static_cast<float>(hi[2]));
+      acc[3] += dx1 * (fb_lo * static_cast<float>(lo[3]) + fb_hi * static_cast<float>(hi[3]));
+    }
+    __syncwarp();  // the window is rewritten by the next step's copies
+  }
+  __shared__ float part[kQ6kTileWarps][32][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kQ6kTileWarps; ++v) sum += part[v][lane][i];
+    const int64_t row = row0 + g + (i < 2 ? 0 : 8);
+    const int col = i % 2 == 0 ? col0 : col1;
+    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
+  }
+}
+
 }  // namespace
 
 // Which types take these kernels for 2 <= n <= 8: Q4_K by default (the wide-load tile kernel:
 // 8 sequences on Qwen3-8B Q4_K_M 3.38x -> 3.99x one sequence, H100 2026-12-05); the rest keep
-// the dp4a row pairs. TERN_CUDA_GEMV_MMA=1: every int8 mma type; =0: none.
+// the dp4a row pairs. TERN_CUDA_GEMV_MMA=k: Q4_K and Q6_K (its tile kernel, not yet measured);
+// =1: every int8 mma type; =0: none.
 bool gemv_mma_enabled(TensorType type, int64_t k) {
   static const int mode = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_MMA");
     if (v == nullptr) return 2;
     if (std::strcmp(v, "1") == 0) return 1;
+    if (std::strcmp(v, "k") == 0) return 3;
     return std::strcmp(v, "0") == 0 ? 0 : 2;
   }();
-  const bool on = mode == 1 || (mode == 2 && type == TensorType::Q4_K);
+  const bool on = mode == 1 || (mode >= 2 && type == TensorType::Q4_K) ||
+                  (mode == 3 && type == TensorType::Q6_K);
   return on && mma::supported(type) && k % tensor_type_info(type).block_elements == 0;
 }
 
@@ -235,6 +346,11 @@ cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const
   const dim3 grid(static_cast<unsigned>((m + 15) / 16));
   const auto* p = static_cast<const uint8_t*>(w);
   const int ni = static_cast<int>(n);
+  if (type == TensorType::Q6_K) {
+    (void)launch_pdl(gemv_q6k_tile_kernel, grid, 32 * kQ6kTileWarps, stream, p, m, row_bytes, qs, d,
+                     k, ni, y);
+    return cudaGetLastError();
+  }
   if (type == TensorType::Q4_K) {
     (void)launch_pdl(gemv_q4k_tile_kernel, grid, 32 * kQ4kTileWarps, stream, p, m, row_bytes, qs, d,
                      s, k, ni, y);
