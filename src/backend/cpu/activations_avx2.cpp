@@ -6,28 +6,10 @@
 
 #include <cstdint>
 
+#include "backend/cpu/exp_avx2.h"
+
 namespace tern::cpu::detail {
 namespace {
-
-// e^x for any x: 2^n e^f, n = round(x log2 e), f = x - n ln2 (two-part ln2), a degree-6 Taylor
-// polynomial; x is clamped to [-87, 88] so n stays in [-126, 127] and 2^n is built from its bits.
-inline __m256 exp_ps(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
 
 // Lanes [0, count) set: the tail of a row that is not a multiple of 8.
 inline __m256i tail_mask(int64_t count) {
@@ -41,7 +23,7 @@ inline void sigmoid_gate(const float* gate, const float* up, float* out, int64_t
                          ScaleArg scale_arg) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const auto value = [&](__m256 x, __m256 u) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), scale_arg(x)));
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), scale_arg(x)));
     return _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), u);
   };
   int64_t i = 0;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/exp_avx2.h"
 #include "backend/cpu/quant.h"
 #include "base/fp16.h"
 
@@ -223,35 +224,12 @@ TERN_AVX2 void accumulate_avx2(const float* p, const float* v, int64_t count, in
   }
 }
 
-// exp(x) for x <= 0, as exp_avx512 (the same polynomial), 2^n built in the exponent bits; below
-// -87 the result is 0.
-TERN_AVX2 inline __m256 exp_avx2(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.0f);
-  const __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_ps(x, lo);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-  // n in [-126, 0]: 2^n is the normal float with exponent n + 127.
-  const __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
 TERN_AVX2 float exp_sum_avx2(float* s, int64_t count, float max) {
   __m256 total = _mm256_setzero_ps();
   const __m256 m = _mm256_set1_ps(max);
   int64_t j = 0;
   for (; j + 8 <= count; j += 8) {
-    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+    const __m256 e = cpu::exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
     _mm256_storeu_ps(s + j, e);
     total = _mm256_add_ps(total, e);
   }
@@ -260,7 +238,7 @@ TERN_AVX2 float exp_sum_avx2(float* s, int64_t count, float max) {
     const int64_t rest = count - j;
     for (int64_t i = 0; i < rest; ++i) tail[i] = s[j + i] - max;
     for (int64_t i = rest; i < 8; ++i) tail[i] = -INFINITY;
-    const __m256 e = exp_avx2(_mm256_loadu_ps(tail));
+    const __m256 e = cpu::exp_avx2(_mm256_loadu_ps(tail));
     _mm256_store_ps(tail, e);
     for (int64_t i = 0; i < rest; ++i) s[j + i] = tail[i];
     total = _mm256_add_ps(total, e);

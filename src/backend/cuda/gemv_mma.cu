@@ -30,6 +30,30 @@ namespace {
 constexpr int kMmaWarps = 4;
 constexpr int kMmaUnroll = 4;  // blocks a warp loads before multiplying
 
+// The block's W warps add up their partial D fragments (rows row0 .. row0 + 15, columns 0..7) in
+// a fixed order through shared memory; the first warp writes the valid ones, y[col, row]. Every
+// thread of the block must call it.
+template <int W>
+__device__ __forceinline__ void store_tile(const float (&acc)[4], int64_t row0, int64_t m, int n,
+                                           float* y) {
+  __shared__ float part[W][32][4];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < W; ++v) sum += part[v][lane][i];
+    const int64_t row = row0 + g + (i < 2 ? 0 : 8);
+    const int col = 2 * t + i % 2;
+    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
+  }
+}
+
 template <TensorType T>
 __global__ void __launch_bounds__(32 * kMmaWarps)
     gemv_mma_kernel(const uint8_t* w, int64_t m, size_t row_bytes, const int8_t* qs,
@@ -85,21 +109,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
     load(blk, st);
     mma::block_product<T>(acc, st.fa, st.fb, st.b0, st.b1, st.dx0, st.dx1, st.sx0, st.sx1);
   }
-  // The warps add up their partial D fragments in a fixed order; the first writes the valid ones.
-  __shared__ float part[kMmaWarps][32][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kMmaWarps; ++v) sum += part[v][lane][i];
-    const int64_t row = i < 2 ? row_a : row_b;
-    const int col = i % 2 == 0 ? col0 : col1;
-    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
-  }
+  store_tile<kMmaWarps>(acc, static_cast<int64_t>(blockIdx.x) * 16, m, n, y);
 }
 
 // Q4_K (2026-12-05 (d)): sixteen rows a warp as above, but the quants come in wide loads, each
@@ -192,21 +202,7 @@ __global__ void __launch_bounds__(32 * kQ4kTileWarps)
       }
     }
   }
-  // The warps add up their partial D fragments in a fixed order; the first writes the valid ones.
-  __shared__ float part[kQ4kTileWarps][32][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kQ4kTileWarps; ++v) sum += part[v][lane][i];
-    const int64_t row = i < 2 ? row_a : row_b;
-    const int col = i % 2 == 0 ? col0 : col1;
-    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
-  }
+  store_tile<kQ4kTileWarps>(acc, static_cast<int64_t>(blockIdx.x) * 16, m, n, y);
 }
 
 // Q6_K (2026-12-05 (d), not yet run on a GPU): the same tiles of 16 rows a warp, one
@@ -301,20 +297,7 @@ __global__ void __launch_bounds__(32 * kQ6kTileWarps)
     }
     __syncwarp();  // the window is rewritten by the next step's copies
   }
-  __shared__ float part[kQ6kTileWarps][32][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) part[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kQ6kTileWarps; ++v) sum += part[v][lane][i];
-    const int64_t row = row0 + g + (i < 2 ? 0 : 8);
-    const int col = i % 2 == 0 ? col0 : col1;
-    if (row < m && col < n) y[static_cast<int64_t>(col) * m + row] = sum;
-  }
+  store_tile<kQ6kTileWarps>(acc, row0, m, n, y);
 }
 
 }  // namespace
