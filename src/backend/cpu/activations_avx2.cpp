@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "backend/cpu/exp_avx2.h"
+#include "backend/cpu/simd_exp.h"
 
 namespace tern::cpu::detail {
 namespace {

@@ -11,26 +11,10 @@
 
 #include <cstdint>
 
+#include "backend/cpu/simd_exp.h"
+
 namespace tern::cpu::detail {
 namespace {
-
-// e^x for any x: 2^n e^f, n = round(x log2 e), f = x - n ln2 in [-ln2/2, ln2/2] (two-part ln2),
-// a degree-6 Taylor polynomial; x is clamped to [-87, 88] so the result stays finite and normal.
-inline __m512 exp_ps(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  f = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), f);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
 
 // out = x / (1 + e^(-k)) * up, where `scale_arg` maps x to k.
 template <typename ScaleArg>
@@ -41,7 +25,7 @@ inline void sigmoid_gate(const float* gate, const float* up, float* out, int64_t
     const auto mask = static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
     const __m512 x = _mm512_maskz_loadu_ps(mask, gate + i);
     const __m512 u = _mm512_maskz_loadu_ps(mask, up + i);
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), scale_arg(x)));
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), scale_arg(x)));
     const __m512 y = _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), u);
     _mm512_mask_storeu_ps(out + i, mask, y);
   }

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
-#include "backend/cpu/exp_avx2.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/simd_exp.h"
 #include "base/fp16.h"
 
 namespace tern {
@@ -135,32 +135,12 @@ TERN_AVX512 void accumulate_avx512(const float* p, const float* v, int64_t count
   }
 }
 
-// exp(x) for x <= 0 (scores minus their max): 2^n * e^f with n = round(x log2 e), f in
-// [-ln2/2, ln2/2], a degree-6 polynomial (relative error ~2e-7); below -87 the result is 0.
-TERN_AVX512 inline __m512 exp_avx512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.0f);
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_max_ps(x, lo);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  f = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), f);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_scalef_ps(p, n));
-}
-
 TERN_AVX512 float exp_sum_avx512(float* s, int64_t count, float max) {
   __m512 total = _mm512_setzero_ps();
   const __m512 m = _mm512_set1_ps(max);
   for (int64_t j = 0; j < count; j += 16) {
     const auto mask = static_cast<__mmask16>(count - j >= 16 ? 0xFFFF : (1u << (count - j)) - 1);
-    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + j), m));
+    const __m512 e = cpu::exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + j), m));
     _mm512_mask_storeu_ps(s + j, mask, e);
     total = _mm512_add_ps(total, _mm512_maskz_mov_ps(mask, e));
   }
