@@ -23,12 +23,6 @@ namespace {
 
 using namespace tern::quant;
 
-// Signed int8 . int8 over 32 lanes -> 8 int32 partial sums.
-__m256i dot_i8(__m256i w, __m256i x) {
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
 float dot_q8_0(const void* w, const Acts& x, int64_t cols) {
   const auto* b = static_cast<const BlockQ8_0*>(w);
   __m256 acc = _mm256_setzero_ps();

@@ -8,9 +8,8 @@
 // bytes against the int8 activations through vpmaddubsw (at most 2 x 31 x 127, no saturation)
 // and vpmaddwd by ones, one int32 per lane of 4 elements, started from the activation's lane bias
 // (Acts::lane_bias = -bias x the lane's activation sum); then int32 -> fp32 and one FMA with
-// d_w x the lane's activation scale (Acts::lane_d); affine types add m x Acts::lane_dsum. Q8_0's
-// and IQ4_NL's codes (up to 255) would saturate vpmaddubsw: they keep the dot kernels. Q4_K and
-// Q6_K: below. The other K-quants keep the dot kernels.
+// d_w x the lane's activation scale (Acts::lane_d); affine types add m x Acts::lane_dsum. Q8_0
+// and IQ4_NL (signed levels), Q4_K and Q6_K: below. The other K-quants keep the dot kernels.
 //
 // Reads: one weight row (GGUF blocks) and the prepared activations of the rows (from L1/L2:
 // matmul.cpp keeps a group of rows hot while it walks a tile of weight rows). Writes: one float
@@ -95,6 +94,41 @@ void gemm32(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stri
   for (int j = 0; j < R; ++j) y[j * y_stride] = hsum256(acc[j]);
 }
 
+// Q8_0 and IQ4_NL: signed 8-bit levels (Q8_0's bytes; IQ4_NL's nibbles through its table), |w|
+// once per block and each activation row's bytes given w's signs, so vpmaddubsw does not
+// saturate (dot_i8). The same per-block arithmetic and order as the dot kernels.
+struct Q8_0S {
+  using Block = BlockQ8_0;
+  static __m256i levels(const Block& b, __m256i) { return load256(b.qs); }
+};
+struct IQ4_NLS {
+  using Block = BlockIQ4_NL;
+  static __m256i levels(const Block& b, __m256i table) {
+    return _mm256_shuffle_epi8(table, nibble_codes(b.qs));
+  }
+};
+
+template <typename C, int R>
+void gemm_signed(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride) {
+  const auto* b = static_cast<const typename C::Block*>(w);
+  const int64_t nb = cols / kQK;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIQ4Values));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R];
+  for (int j = 0; j < R; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i v = C::levels(b[i], table);
+    const __m256i magnitude = _mm256_sign_epi8(v, v);
+    const float dw = h2f(b[i].d);
+    for (int j = 0; j < R; ++j) {
+      const __m256i xs = _mm256_sign_epi8(load256(x[j].qs + i * kQK), v);
+      const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xs), ones);
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dw * x[j].d[i]), acc[j]);
+    }
+  }
+  for (int j = 0; j < R; ++j) y[j * y_stride] = hsum256(acc[j]);
+}
+
 // f(std::integral_constant<int, R>) for R = rows (1 to kGemmRows).
 template <typename F>
 void by_rows(int rows, F&& f) {
@@ -108,6 +142,11 @@ void by_rows(int rows, F&& f) {
     default:
       return f(std::integral_constant<int, 1>{});
   }
+}
+
+template <typename C>
+void signed_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
+  by_rows(rows, [&](auto r) { gemm_signed<C, decltype(r)::value>(w, x, cols, y, s); });
 }
 
 template <typename C>
@@ -229,6 +268,10 @@ GemmKernel gemm_avx2(TensorType type) {
       return {gemm32_rows<Q5_0G>, true, 16, false};
     case TensorType::Q5_1:
       return {gemm32_rows<Q5_1G>, true, 0, true};
+    case TensorType::Q8_0:
+      return {signed_rows<Q8_0S>, false, 0, false};
+    case TensorType::IQ4_NL:
+      return {signed_rows<IQ4_NLS>, false, 0, false};
     case TensorType::Q4_K:
       return {q4_k_rows, false, 0, false};
     case TensorType::Q6_K:

@@ -34,6 +34,13 @@ inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+// Signed int8 . int8 over 32 lanes -> 8 int32 partial sums (|w| . x with w's signs: vpmaddubsw
+// takes unsigned bytes first; 2 x 128 x 127 stays inside int16).
+inline __m256i dot_i8(__m256i w, __m256i x) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
 inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
