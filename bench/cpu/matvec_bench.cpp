@@ -414,6 +414,8 @@ BENCHMARK_CAPTURE(Kernel1T, IQ4_XS, TensorType::IQ4_XS)
 BENCHMARK_CAPTURE(Kernel1T, BF16, TensorType::BF16)->Unit(benchmark::kMicrosecond)->MinTime(0.3);
 BENCHMARK_CAPTURE(Matmul, Q4_K, TensorType::Q4_K)->Apply(prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q8_0, TensorType::Q8_0)->Apply(prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, Q5_K, TensorType::Q5_K)->Apply(prefill_shapes);
+BENCHMARK_CAPTURE(Matmul, IQ4_NL, TensorType::IQ4_NL)->Apply(prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q6_K, TensorType::Q6_K)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q4_K, TensorType::Q4_K)->Apply(small_prefill_shapes);
 BENCHMARK_CAPTURE(Matmul, Q4_1, TensorType::Q4_1)->Apply(small_prefill_shapes);

@@ -9,7 +9,7 @@
 // and vpmaddwd by ones, one int32 per lane of 4 elements, started from the activation's lane bias
 // (Acts::lane_bias = -bias x the lane's activation sum); then int32 -> fp32 and one FMA with
 // d_w x the lane's activation scale (Acts::lane_d); affine types add m x Acts::lane_dsum. Q8_0
-// and IQ4_NL (signed levels), Q4_K and Q6_K: below. The other K-quants keep the dot kernels.
+// and IQ4_NL (signed levels), Q4_K, Q5_K and Q6_K: below. Q2_K and Q3_K keep the dot kernels.
 //
 // Reads: one weight row (GGUF blocks) and the prepared activations of the rows (from L1/L2:
 // matmul.cpp keeps a group of rows hot while it walks a tile of weight rows). Writes: one float
@@ -154,12 +154,13 @@ void gemm32_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y,
   by_rows(rows, [&](auto r) { gemm32<C, decltype(r)::value>(w, x, cols, y, s); });
 }
 
-// Q4_K: a super-block's 8 sub-blocks of 32 codes unpacked once; per activation row, each
-// sub-block's vpmaddubsw pairs are summed by vpmaddwd against its scale, and the mins meet the
-// activations' 16-element sums (Acts::bsums).
-template <int R>
-void gemm_q4_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride) {
-  const auto* b = static_cast<const BlockQ4_K*>(w);
+// Q4_K and Q5_K: a super-block's 8 sub-blocks of 32 codes unpacked once (Q5_K: bit 4 of sub-block
+// s's codes is bit s of qh[l]; codes up to 31, so vpmaddubsw cannot saturate); per activation
+// row, each sub-block's vpmaddubsw pairs are summed by vpmaddwd against its scale, and the mins
+// meet the activations' 16-element sums (Acts::bsums).
+template <typename Block, int R>
+void gemm_q45_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride) {
+  const auto* b = static_cast<const Block*>(w);
   const int64_t nb = cols / kQKK;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   // The 8 min bytes as 16 int16, each twice (a sub-block of 32 has two sums of 16).
@@ -178,6 +179,15 @@ void gemm_q4_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_s
       const __m256i q = load256(b[i].qs + 32 * c);
       codes[2 * c] = _mm256_and_si256(q, m4);
       codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+    if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+      const __m256i qh = load256(b[i].qh);
+      const __m256i bit = _mm256_set1_epi8(1);
+      for (int s = 0; s < 8; ++s) {
+        // Bit s of every byte (a 16-bit shift keeps each byte's own bit s in its bit 0).
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, s), bit);
+        codes[s] = _mm256_or_si256(codes[s], _mm256_slli_epi16(high, 4));
+      }
     }
     const __m256i mins16 =
         _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(mn)), min_spread);
@@ -200,8 +210,9 @@ void gemm_q4_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_s
   for (int j = 0; j < R; ++j) y[j * y_stride] = hsum256(acc[j]) - hsum256(acc_min[j]);
 }
 
-void q4_k_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
-  by_rows(rows, [&](auto r) { gemm_q4_k<decltype(r)::value>(w, x, cols, y, s); });
+template <typename Block>
+void q45_k_rows(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t s) {
+  by_rows(rows, [&](auto r) { gemm_q45_k<Block, decltype(r)::value>(w, x, cols, y, s); });
 }
 
 // Q6_K: per half of 128, 4 vectors of 32 codes (0..63: the low 4 bits from ql, bits 4-5 from
@@ -273,7 +284,9 @@ GemmKernel gemm_avx2(TensorType type) {
     case TensorType::IQ4_NL:
       return {signed_rows<IQ4_NLS>, false, 0, false};
     case TensorType::Q4_K:
-      return {q4_k_rows, false, 0, false};
+      return {q45_k_rows<BlockQ4_K>, false, 0, false};
+    case TensorType::Q5_K:
+      return {q45_k_rows<BlockQ5_K>, false, 0, false};
     case TensorType::Q6_K:
       return {q6_k_rows, false, 0, false};
     default:

@@ -48,8 +48,8 @@ struct GemmKernel {
 };
 // gemm_avx512.cpp; fn == nullptr when the type has no multi-row kernel.
 GemmKernel gemm_avx512(TensorType type);
-// gemm_avx2.cpp: the 4-, 5- and 8-bit 32-element types, IQ4_NL, Q4_K and Q6_K; fn == nullptr for
-// the others.
+// gemm_avx2.cpp: the 4-, 5- and 8-bit 32-element types, IQ4_NL, Q4_K, Q5_K and Q6_K; fn ==
+// nullptr for the others.
 GemmKernel gemm_avx2(TensorType type);
 
 // gemm_packed_avx512.cpp: one group of 16 packed weight rows (packed.h) against 1..kGemmRows
