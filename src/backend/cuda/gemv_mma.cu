@@ -242,7 +242,9 @@ __global__ void __launch_bounds__(32 * kQ6kTileWarps)
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int64_t sb = warp; sb < super_blocks; sb += kQ6kTileWarps) {
     // The 16 rows' blocks, each from its aligned window: lane i copies 16-byte pieces i, i + 32,
-    // ... of the 16 x 14 (rows past the end read the last row and are not written).
+    // ... of the 16 x 14 (rows past the end read the last row and are not written); a piece that
+    // starts past the block's end is skipped, so reads stay inside the 16-byte aligned span that
+    // holds the block (past the tensor's end only when that end is not 16-byte aligned).
     int lead[2];  // where the block starts in the windows of rows g and g + 8
 #pragma unroll
     for (int j = 0; j < 16 * (kQ6kWindow / 16) / 32; ++j) {
@@ -250,7 +252,9 @@ __global__ void __launch_bounds__(32 * kQ6kTileWarps)
       const int64_t row = row0 + r < m ? row0 + r : m - 1;
       const uintptr_t block = reinterpret_cast<uintptr_t>(w + row * row_bytes + sb * 210);
       const auto* aligned = reinterpret_cast<const int4*>(block & ~uintptr_t{15});
-      *reinterpret_cast<int4*>(&win[r][16 * c]) = __ldg(aligned + c);
+      if (16 * c < static_cast<int>(block & 15) + 210) {
+        *reinterpret_cast<int4*>(&win[r][16 * c]) = __ldg(aligned + c);
+      }
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
