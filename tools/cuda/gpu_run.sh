@@ -10,7 +10,8 @@
 # decode, llama-bench's prefill), shapes (the GPU against the CPU on tiny shape variants under
 # SHAPE_CONFIGS), cpu (the CPU backend's tests on this machine's AVX-512 CPU, and the GPU against
 # its AVX2 path), attn (decode attention kernels under ATTN_CONFIGS), decode16k (decode after
-# 16K tokens under ATTN_CONFIGS), greedy (REAL_MODELS on the GPU against the CPU, with the
+# 16K tokens under ATTN_CONFIGS), matrix (BENCHMARKS.md's prefill / decode table on every file
+# against llama-bench), greedy (REAL_MODELS on the GPU against the CPU, with the
 # default prefill and the int8 one), llama (start the developer's llama.cpp build in the
 # background, where .peer/build-llama.sh was carried: later stages and calls wait for it), stash
 # and join (a file
@@ -223,7 +224,8 @@ if [[ " $stages " == *" kernels "* ]]; then
   done
 fi
 if [[ " $stages " == *" bench "* || " $stages " == *" model "* || " $stages " == *" profile "* ||
-  " $stages " == *" compare "* || " $stages " == *" ab "* ]] && [ ! -e /tmp/q4km.gguf ]; then
+  " $stages " == *" compare "* || " $stages " == *" ab "* || " $stages " == *" matrix "* ]] &&
+  [ ! -e /tmp/q4km.gguf ]; then
   SECONDS=0
   timeout 300 $T/bin/tern-synth --preset qwen3-8b --quant Q4_K_M --fast-k-quants -o /tmp/q4km.gguf >"$OUT/synth.log" 2>&1
   echo "tern-synth qwen3-8b Q4_K_M rc=$? in ${SECONDS} s on $(nproc) cores" >>"$summary"
@@ -265,6 +267,34 @@ if [[ " $stages " == *" long "* ]]; then
       -p 0 -n 128 -d 16384 -r 2 >"$OUT/long-llama-16k.log" 2>&1
     echo "llama-bench tg128@d16384 rc=$?: $(grep '^| [a-z]' "$OUT/long-llama-16k.log" | grep -v model)" >>"$summary"
   fi
+fi
+if [[ " $stages " == *" matrix "* ]]; then
+  # BENCHMARKS.md's table, file by file (MATRIX_FILES; default the Qwen3-8B-shaped files that
+  # `model` and `files` write, then REAL_MODELS): tern bench's prefill of 512 and 4,096 tokens and
+  # decode of 128 and 512 tokens after 1K and 16K tokens, then llama-bench's same tests on the
+  # same file (pp512 / pp4096, tg128 / tg512 at depth 1024 and 16384).
+  L=/tmp/llama/bin
+  files=${MATRIX_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}
+  [ -n "${REAL_MODELS:-}" ] && files="$files ${REAL_MODELS//:/ }"
+  for f in $files; do
+    [ -e "$f" ] || { echo "matrix: no $f" >>"$summary"; continue; }
+    name=$(basename "$f" .gguf)
+    timeout 200 $T/bin/tern bench --device cuda -m "$f" -p 512 -p 4096 -n 16 -r 3 \
+      >"$OUT/matrix-$name-prefill.log" 2>&1
+    echo "matrix $name: tern prefill rc=$?" >>"$summary"
+    grep -E '^ +(512|4096) ' "$OUT/matrix-$name-prefill.log" >>"$summary"
+    timeout 240 $T/bin/tern bench --device cuda -m "$f" -p 1024 -p 16384 -n 128 -n 512 -r 2 \
+      >"$OUT/matrix-$name-decode.log" 2>&1
+    echo "matrix $name: tern decode rc=$?" >>"$summary"
+    grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-decode.log" >>"$summary"
+    wait_llama
+    if [ -x $L/llama-bench ]; then
+      LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 300 $L/llama-bench -m "$f" -fa 1 -ngl 99 \
+        -p 512,4096 -n 128,512 -d 1024,16384 -r 2 >"$OUT/matrix-$name-llama.log" 2>&1
+      echo "matrix $name: llama-bench rc=$?" >>"$summary"
+      grep '^| [a-z]' "$OUT/matrix-$name-llama.log" | grep -v model >>"$summary"
+    fi
+  done
 fi
 if [[ " $stages " == *" decode16k "* ]]; then
   # Decode after 16K tokens of context (MODEL) under ATTN_CONFIGS, A B.
