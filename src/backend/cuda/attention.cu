@@ -644,9 +644,14 @@ __global__ void combine_kernel(AttentionLaunch a) {
   }
 }
 
+// Query heads a v2 block holds (up to kMaxGroup; the rest of a group: more blocks).
+int v2_heads_per_block(int group) {
+  return group >= kMaxGroup ? kMaxGroup : group > 2 ? 4 : group;
+}
+
 template <int HDL>
 void launch_v2(const AttentionLaunch& a, int group, cudaStream_t stream) {
-  const int g = group >= kMaxGroup ? 8 : group > 2 ? 4 : group;
+  const int g = v2_heads_per_block(group);
   const int chunks = (group + g - 1) / g;
   const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
                   static_cast<unsigned>(a.splits));
@@ -686,7 +691,7 @@ int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t 
   if (uses_v4(kv_type, head_dim)) {
     return v4_heads_per_block(static_cast<int>(group), static_cast<int>(head_dim / 64));
   }
-  return group >= kMaxGroup ? kMaxGroup : group > 2 ? 4 : group;
+  return v2_heads_per_block(static_cast<int>(group));
 }
 
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
