@@ -3,7 +3,9 @@
 // the first to the last generated token. A warm-up run, then repetitions: median and range.
 // With --parallel N (N > 1), N sequences run batched through the serving scheduler and the
 // figures are aggregates: N x prompt tokens / time until every sequence has its first token, and
-// N x (gen - 1) tokens / time from then until the last one ends.
+// N x (gen - 1) tokens / time from then until the last one ends. With --depth D, each run first
+// fills the cache with D tokens (untimed, as llama-bench's -d), so the prompt is prefilled and the
+// tokens decoded after D tokens of context.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -79,6 +81,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     std::vector<int64_t> prompt_tokens{512};
     std::vector<int64_t> gen_tokens{128};
     std::vector<int64_t> parallel{1};
+    std::vector<int64_t> depth{0};
     int repetitions = 3;
     float temperature = 0.0f;
     float top_p = 1.0f;
@@ -91,6 +94,11 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("-n,--gen-tokens", a->gen_tokens, "Generation lengths to test (repeatable)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("-d,--depth", a->depth,
+                  "Tokens of context already in the cache before the prompt (repeatable; "
+                  "filled untimed before each run, as llama-bench's -d)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", a->repetitions, "Timed runs per test (after one warm-up)")
       ->check(CLI::Range(1, 1000))
@@ -113,13 +121,18 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
   cmd->require_subcommand(0, 1);
   cmd->callback([&ctx, a, cmd] {
     if (cmd->got_subcommand("compare")) return;
+    const int64_t deepest = *std::max_element(a->depth.begin(), a->depth.end());
+    const int64_t most_sequences = *std::max_element(a->parallel.begin(), a->parallel.end());
+    if (deepest > 0 && most_sequences > 1) {
+      ctx.exit_code = report_error("--depth measures one sequence; it cannot go with --parallel");
+      return;
+    }
     int64_t longest = 0;
     for (auto p : a->prompt_tokens) {
-      for (auto n : a->gen_tokens) longest = std::max(longest, p + n + 1);
+      for (auto n : a->gen_tokens) longest = std::max(longest, deepest + p + n + 1);
     }
     ModelOptions mo = a->model;
     if (mo.context == 0) mo.context = longest;
-    const int64_t most_sequences = *std::max_element(a->parallel.begin(), a->parallel.end());
     const bool show_sequences = a->parallel.size() > 1 || most_sequences > 1;
     if (mo.follows()) {  // --tp: ranks other than 0 only run rank 0's forward passes
       ctx.exit_code = mo.follow(ctx, most_sequences);
@@ -145,62 +158,87 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
                  a->temperature > 0.0f ? fmt::format(", sampled at temperature {:g} (top-p {:g})",
                                                      a->temperature, a->top_p)
                                        : std::string());
-      fmt::print("{:>8} {:>8} {:>22} {:>22}{}\n", "prompt", "gen", "prefill tok/s", "decode tok/s",
-                 show_sequences ? "  sequences" : "");
+      fmt::print("{}{:>8} {:>8} {:>22} {:>22}{}\n",
+                 deepest > 0 ? fmt::format("{:>8} ", "depth") : "", "prompt", "gen",
+                 "prefill tok/s", "decode tok/s", show_sequences ? "  sequences" : "");
     }
     for (int64_t seqs : a->parallel) {
-      for (int64_t p : a->prompt_tokens) {
-        for (int64_t n : a->gen_tokens) {
-          std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(seqs));
-          for (auto& prompt : prompts) {
-            prompt.resize(static_cast<size_t>(p));
-            for (auto& t : prompt) t = ordinary[rng() % ordinary.size()];
-          }
-          GenerateOptions go;
-          go.max_tokens = n;
-          go.ignore_eos = true;
-          go.sampling.temperature = a->temperature;
-          go.sampling.top_p = a->top_p <= 0.0f ? 1.0f : a->top_p;
-          go.sampling.seed = 1234;
-          std::vector<double> prefill, decode;
-          for (int r = 0; r <= a->repetitions; ++r) {
-            gen.reset();  // (a batched run: its sequence's KV blocks go back to the pool)
-            if (seqs > 1) {
-              auto res = run_batched(m, prompts, n, go.sampling);
+      for (int64_t depth : a->depth) {
+        std::vector<int32_t> context(static_cast<size_t>(depth));
+        for (auto& t : context) t = ordinary[rng() % ordinary.size()];
+        for (int64_t p : a->prompt_tokens) {
+          for (int64_t n : a->gen_tokens) {
+            std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(seqs));
+            for (auto& prompt : prompts) {
+              prompt = context;
+              prompt.resize(static_cast<size_t>(depth + p));
+              for (size_t i = context.size(); i < prompt.size(); ++i) {
+                prompt[i] = ordinary[rng() % ordinary.size()];
+              }
+            }
+            GenerateOptions go;
+            go.max_tokens = n;
+            go.ignore_eos = true;
+            go.sampling.temperature = a->temperature;
+            go.sampling.top_p = a->top_p <= 0.0f ? 1.0f : a->top_p;
+            go.sampling.seed = 1234;
+            std::vector<double> prefill, decode;
+            for (int r = 0; r <= a->repetitions; ++r) {
+              gen.reset();  // (a batched run: its sequence's KV blocks go back to the pool)
+              if (seqs > 1) {
+                auto res = run_batched(m, prompts, n, go.sampling);
+                if (!res) {
+                  ctx.exit_code = report_error(res.error().message);
+                  return;
+                }
+                if (r == 0) continue;  // warm-up
+                prefill.push_back(res->prefill_tok_s);
+                if (n > 1) decode.push_back(res->decode_tok_s);
+                continue;
+              }
+              if (depth > 0) {  // the context, untimed: the prompt's run reuses it
+                GenerateOptions fill = go;
+                fill.max_tokens = 1;
+                auto filled = gen.generate(context, fill);
+                if (!filled) {
+                  ctx.exit_code = report_error(filled.error().message);
+                  return;
+                }
+              }
+              auto res = gen.generate(prompts[0], go);
+              if (res && res->reused_tokens < depth) {
+                ctx.exit_code = report_error(fmt::format(
+                    "the run reused {} of the {} context tokens", res->reused_tokens, depth));
+                return;
+              }
               if (!res) {
                 ctx.exit_code = report_error(res.error().message);
                 return;
               }
               if (r == 0) continue;  // warm-up
-              prefill.push_back(res->prefill_tok_s);
-              if (n > 1) decode.push_back(res->decode_tok_s);
-              continue;
+              prefill.push_back(static_cast<double>(depth + p - res->reused_tokens) /
+                                res->prefill_seconds);
+              if (res->tokens.size() > 1) {
+                decode.push_back(static_cast<double>(res->tokens.size() - 1) / res->decode_seconds);
+              }
             }
-            auto res = gen.generate(prompts[0], go);
-            if (!res) {
-              ctx.exit_code = report_error(res.error().message);
-              return;
+            const MedianRange ps = median_range(prefill), ds = median_range(decode);
+            if (a->json) {
+              results.push_back(
+                  {{"prompt_tokens", p},
+                   {"depth", depth},
+                   {"gen_tokens", n},
+                   {"sequences", seqs},
+                   {"repetitions", a->repetitions},
+                   {"temperature", a->temperature},
+                   {"prefill_tok_s", {{"median", ps.median}, {"min", ps.low}, {"max", ps.high}}},
+                   {"decode_tok_s", {{"median", ds.median}, {"min", ds.low}, {"max", ds.high}}}});
+            } else {
+              fmt::print("{}{:>8} {:>8} {:>9.1f} [{:.1f}-{:.1f}] {:>9.1f} [{:.1f}-{:.1f}]{}\n",
+                         deepest > 0 ? fmt::format("{:>8} ", depth) : "", p, n, ps.median, ps.low,
+                         ps.high, ds.median, ds.low, ds.high,
+                         show_sequences ? fmt::format("  {:>9}", seqs) : "");
             }
-            if (r == 0) continue;  // warm-up
-            prefill.push_back(static_cast<double>(p) / res->prefill_seconds);
-            if (res->tokens.size() > 1) {
-              decode.push_back(static_cast<double>(res->tokens.size() - 1) / res->decode_seconds);
-            }
-          }
-          const MedianRange ps = median_range(prefill), ds = median_range(decode);
-          if (a->json) {
-            results.push_back(
-                {{"prompt_tokens", p},
-                 {"gen_tokens", n},
-                 {"sequences", seqs},
-                 {"repetitions", a->repetitions},
-                 {"temperature", a->temperature},
-                 {"prefill_tok_s", {{"median", ps.median}, {"min", ps.low}, {"max", ps.high}}},
-                 {"decode_tok_s", {{"median", ds.median}, {"min", ds.low}, {"max", ds.high}}}});
-          } else {
-            fmt::print("{:>8} {:>8} {:>9.1f} [{:.1f}-{:.1f}] {:>9.1f} [{:.1f}-{:.1f}]{}\n", p, n,
-                       ps.median, ps.low, ps.high, ds.median, ds.low, ds.high,
-                       show_sequences ? fmt::format("  {:>9}", seqs) : "");
           }
         }
       }

@@ -124,6 +124,21 @@ class Models(unittest.TestCase):
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("parallel", bad.stderr)
 
+    def test_bench_depth_prefills_after_a_context(self):
+        # --depth fills the cache first (untimed): one row per depth, the prompt's prefill on top
+        # of it (the run refuses to report if the context was not reused); not with --parallel.
+        out = json.loads(tern("bench", "-m", self.tiny, "-d", "0", "-d", "40", "-p", "16", "-n", "3",
+                              "-r", "1", "--json").stdout)
+        rows = out["results"]
+        self.assertEqual([r["depth"] for r in rows], [0, 40])
+        for r in rows:
+            self.assertGreater(r["prefill_tok_s"]["median"], 0)
+            self.assertGreater(r["decode_tok_s"]["median"], 0)
+        bad = subprocess.run([ARGS.tern, "bench", "-m", self.tiny, "-d", "8", "--parallel", "2"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("--depth", bad.stderr)
+
     def test_doctor(self):
         out = json.loads(tern("doctor", "--json").stdout)
         self.assertGreater(out["cpu"]["threads"], 0)

@@ -123,6 +123,12 @@ if [[ " $stages " == *" tests "* ]]; then
     >"$OUT/ops-attn-cores.log" 2>&1
   echo "cuda_device_test Attention with TERN_CUDA_ATTN_PREFILL=0 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-attn-cores.log" | head -10 >>"$summary"
+  # The CUDA-core decode attention (v4; the tensor-core kernel, attention_decode_mma.cu, is the
+  # default for F16 caches).
+  TERN_CUDA_ATTN=4 timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
+    >"$OUT/ops-attn-v4.log" 2>&1
+  echo "cuda_device_test Attention with TERN_CUDA_ATTN=4 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-attn-v4.log" | head -10 >>"$summary"
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.
   for v in ${FGEMV_VARIANTS:-5 15}; do
@@ -270,19 +276,20 @@ if [[ " $stages " == *" long "* ]]; then
 fi
 if [[ " $stages " == *" matrix "* ]]; then
   # BENCHMARKS.md's table, file by file (MATRIX_FILES; default the Qwen3-8B-shaped files that
-  # `model` and `files` write, then REAL_MODELS): tern bench's prefill of 512 and 4,096 tokens and
-  # decode of 128 and 512 tokens after 1K and 16K tokens, then llama-bench's same tests on the
-  # same file (pp512 / pp4096, tg128 / tg512 at depth 1024 and 16384).
+  # `model` and `files` write, then REAL_MODELS): tern bench's prefill of 512 and 4,096 tokens
+  # after 1K and 16K tokens of context (-d) and decode of 128 and 512 tokens after 1K and 16K
+  # tokens, then llama-bench's same tests on the same file (pp512 / pp4096, tg128 / tg512 at
+  # depth 1024 and 16384).
   L=/tmp/llama/bin
   files=${MATRIX_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}
   [ -n "${REAL_MODELS:-}" ] && files="$files ${REAL_MODELS//:/ }"
   for f in $files; do
     [ -e "$f" ] || { echo "matrix: no $f" >>"$summary"; continue; }
     name=$(basename "$f" .gguf)
-    timeout 200 $T/bin/tern bench --device cuda -m "$f" -p 512 -p 4096 -n 16 -r 3 \
+    timeout 240 $T/bin/tern bench --device cuda -m "$f" -d 1024 -d 16384 -p 512 -p 4096 -n 1 -r 2 \
       >"$OUT/matrix-$name-prefill.log" 2>&1
-    echo "matrix $name: tern prefill rc=$?" >>"$summary"
-    grep -E '^ +(512|4096) ' "$OUT/matrix-$name-prefill.log" >>"$summary"
+    echo "matrix $name: tern prefill after 1K / 16K tokens rc=$?" >>"$summary"
+    grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-prefill.log" >>"$summary"
     timeout 240 $T/bin/tern bench --device cuda -m "$f" -p 1024 -p 16384 -n 128 -n 512 -r 2 \
       >"$OUT/matrix-$name-decode.log" 2>&1
     echo "matrix $name: tern decode rc=$?" >>"$summary"
@@ -441,3 +448,8 @@ if [[ " $stages " == *" bench "* ]]; then
 fi
 for f in "$OUT"/kernels*.log; do [ -e "$f" ] && echo "$f" && grep -A200 "^| case" "$f"; done
 cat "$summary"
+# At most 8 files come back from a call: the logs travel as one archive beside the summary.
+logs=$(cd "$OUT" && ls ./*.log 2>/dev/null)
+if [ -n "$logs" ]; then
+  (cd "$OUT" && tar -czf logs.tar.gz ./*.log && rm -f ./*.log)
+fi

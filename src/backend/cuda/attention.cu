@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
@@ -162,86 +163,6 @@ __device__ __forceinline__ void key_scores(const AttentionLaunch& a, int64_t row
   }
 }
 
-// The keys one block attends to: its token's sequence (sequences sorted by first token), the
-// token's position, and the part [begin, end) of [first, pos] that split `split` takes (splits of
-// a multiple of 32 keys).
-struct TokenKeys {
-  const int32_t* table;  // the sequence's block table
-  int64_t begin, end;
-  // Token trees: key j >= tree_first (the sequence's first new slot) is seen when bit
-  // j - tree_first of tree_mask is set; tree_first is past every key for causal tokens.
-  int64_t tree_first;
-  uint64_t tree_mask;
-
-  __device__ __forceinline__ bool sees(int64_t j) const {
-    return j < tree_first || ((tree_mask >> (j - tree_first)) & 1u) != 0;
-  }
-};
-__device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_t token,
-                                                int split) {
-  int lo_s = 0, hi_s = a.sequence_count - 1;
-  while (lo_s < hi_s) {
-    const int mid = (lo_s + hi_s + 1) / 2;
-    if (a.sequences[4 * mid] <= token) {
-      lo_s = mid;
-    } else {
-      hi_s = mid - 1;
-    }
-  }
-  const int32_t* seq = a.sequences + 4 * lo_s;
-  const int64_t pos = seq[2] + (token - seq[0]);
-  const int64_t first =
-      a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
-  const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
-  const int64_t begin = first + static_cast<int64_t>(split) * per;
-  int64_t tree_first = INT64_MAX;
-  uint64_t tree_mask = ~uint64_t{0};
-  if (a.ancestors != nullptr) {
-    tree_first = seq[2];
-    tree_mask = static_cast<uint64_t>(a.ancestors[2 * token]) |
-                (static_cast<uint64_t>(a.ancestors[2 * token + 1]) << 32);
-  }
-  return {a.tables + seq[3], begin, pos + 1 < begin + per ? pos + 1 : begin + per, tree_first,
-          tree_mask};
-}
-
-// The block's last step: the warps' (max, sum, output) states in shared memory merged per query
-// head, written as the output (one split) or as the split's partial for combine_kernel.
-template <int G, int kHd>
-__device__ __forceinline__ void store_block_output(const AttentionLaunch& a, const float (*sm)[G],
-                                                   const float (*sl)[G],
-                                                   const float (*sacc)[G][kHd], int gcount,
-                                                   int64_t token, int64_t h0, int split) {
-  const int64_t hd = a.head_dim;
-  for (int i = static_cast<int>(threadIdx.x); i < gcount * hd; i += 32 * kWarps) {
-    const int g = static_cast<int>(i / hd);
-    const int64_t d = i % hd;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w][g]);
-    float total = 0.0f, o = 0.0f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = expf(sm[w][g] - mx);
-        total += sl[w][g] * f;
-        o += sacc[w][g][d] * f;
-      }
-    }
-    const int64_t qh = token * a.heads + h0 + g;
-    if (a.splits == 1) {
-      a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
-    } else {
-      float* part = a.partial + (qh * a.splits + split) * (hd + 2);
-      part[d] = o;
-      if (d == 0) {
-        part[hd] = mx;
-        part[hd + 1] = total;
-      }
-    }
-  }
-}
-
 // HDL: head dims per lane (head_dim <= 32 * HDL); G: query heads per block.
 template <int HDL, int G>
 __global__ void __launch_bounds__(32 * kWarps)
@@ -351,7 +272,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int i = 0; i < HDL; ++i) sacc[warp][g][lane * HDL + i] = acc[g][i];
   }
   __syncthreads();
-  store_block_output<G, kHd>(a, sm, sl, sacc, gcount, token, h0, split);
+  store_block_output<G, kHd, kWarps>(a, sm, sl, sacc, gcount, token, h0, split);
 }
 
 // Eight F16 or BF16 values from one 16-byte load.
@@ -548,7 +469,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     }
   }
   __syncthreads();
-  store_block_output<G, kHd>(a, sm, sl, sacc, gcount, token, h0, split);
+  store_block_output<G, kHd, kWarps>(a, sm, sl, sacc, gcount, token, h0, split);
 }
 
 // TERN_CUDA_ATTN_PIPE=1: the v4 kernel that loads a pass ahead (A/B runs until measured).
@@ -671,27 +592,43 @@ void launch_v2(const AttentionLaunch& a, int group, cudaStream_t stream) {
   }
 }
 
-// v4 unless TERN_CUDA_ATTN=2 asks for v2 (for A/B runs) or the cache or head size needs v2.
-bool uses_v4(TensorType kv_type, int64_t head_dim) {
-  static const bool v2_forced = [] {
+// The kernel attention() takes: the tensor-core one (attention_decode_mma.cu) for F16 caches with
+// heads of 64, 128 or 256, else v4 for F16/BF16 caches with those heads, else v2.
+// TERN_CUDA_ATTN=4 or 2 asks for v4 or v2 where they apply (A/B runs).
+enum class DecodeKernel { kV2, kV4, kMma };
+DecodeKernel decode_kernel(TensorType kv_type, int64_t head_dim) {
+  static const int forced = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN");
-    return v != nullptr && std::strcmp(v, "2") == 0;
+    return v == nullptr ? 0 : std::atoi(v);
   }();
-  return !v2_forced && (kv_type == TensorType::F16 || kv_type == TensorType::BF16) &&
-         (head_dim == 64 || head_dim == 128 || head_dim == 256);
+  if (forced == 0 && decode_attention_mma_supported(kv_type, head_dim)) return DecodeKernel::kMma;
+  const bool v4 = (kv_type == TensorType::F16 || kv_type == TensorType::BF16) &&
+                  (head_dim == 64 || head_dim == 128 || head_dim == 256);
+  return v4 && forced != 2 ? DecodeKernel::kV4 : DecodeKernel::kV2;
 }
 
 }  // namespace
 
 int64_t attention_split_keys(TensorType kv_type, int64_t head_dim) {
-  return uses_v4(kv_type, head_dim) ? kV4KeysPerPass : 64;
+  switch (decode_kernel(kv_type, head_dim)) {
+    case DecodeKernel::kMma:
+      return decode_attention_mma_split_keys();
+    case DecodeKernel::kV4:
+      return kV4KeysPerPass;
+    default:
+      return 64;
+  }
 }
 
 int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t group) {
-  if (uses_v4(kv_type, head_dim)) {
-    return v4_heads_per_block(static_cast<int>(group), static_cast<int>(head_dim / 64));
+  switch (decode_kernel(kv_type, head_dim)) {
+    case DecodeKernel::kMma:
+      return decode_attention_mma_heads_per_block(group);
+    case DecodeKernel::kV4:
+      return v4_heads_per_block(static_cast<int>(group), static_cast<int>(head_dim / 64));
+    default:
+      return v2_heads_per_block(static_cast<int>(group));
   }
-  return v2_heads_per_block(static_cast<int>(group));
 }
 
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
@@ -704,7 +641,12 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   const int group = static_cast<int>(a.heads / a.kv_heads);
   bool launched = false;
-  if (uses_v4(a.kv_type, a.head_dim)) {
+  const DecodeKernel kernel = decode_kernel(a.kv_type, a.head_dim);
+  if (kernel == DecodeKernel::kMma) {
+    const cudaError_t status = decode_attention_mma(a, stream);
+    if (status != cudaSuccess) return status;
+    launched = true;
+  } else if (kernel == DecodeKernel::kV4) {
     launched = a.head_dim == 64    ? launch_v4<1>(a, group, stream)
                : a.head_dim == 128 ? launch_v4<2>(a, group, stream)
                                    : launch_v4<4>(a, group, stream);

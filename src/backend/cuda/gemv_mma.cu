@@ -15,8 +15,8 @@
 // row pairs: one 16-row tile a warp leaves too few warps in flight to stream the weights. With
 // four blocks' loads issued before their products (below): 431.4 against 974.2 (H100, same
 // call): still scattered 2- and 4-byte loads, eight rows a warp instruction. That generic kernel
-// stays behind TERN_CUDA_GEMV_MMA=1; Q4_K has its own wide-load tile kernel (below), the default
-// for 2 <= n <= 8 (8 sequences 3.38x -> 3.99x one sequence on the H100).
+// stays behind TERN_CUDA_GEMV_MMA=1; Q4_K and Q6_K have their own wide-load tile kernels (below),
+// the default for 2 <= n <= 8 (8 sequences 3.38x -> 3.99x -> 4.21x one sequence on the H100).
 #include <cstdlib>
 #include <cstring>
 
@@ -306,17 +306,17 @@ __global__ void __launch_bounds__(32 * kQ6kTileWarps)
 
 }  // namespace
 
-// Which types take these kernels for 2 <= n <= 8: Q4_K by default (the wide-load tile kernel:
-// 8 sequences on Qwen3-8B Q4_K_M 3.38x -> 3.99x one sequence, H100 2026-12-05); the rest keep
-// the dp4a row pairs. TERN_CUDA_GEMV_MMA=k: Q4_K and Q6_K (its tile kernel, not yet measured);
-// =1: every int8 mma type; =0: none.
+// Which types take these kernels for 2 <= n <= 8: Q4_K and Q6_K by default (their wide-load tile
+// kernels; H100 2026-12-05, Qwen3-8B Q4_K_M, 8 sequences: Q4_K's 3.38x -> 3.99x one sequence,
+// Q6_K's too 4.03x -> 4.21x); the rest keep the dp4a row pairs. TERN_CUDA_GEMV_MMA=q4k: Q4_K
+// alone; =1: every int8 mma type; =0: none.
 bool gemv_mma_enabled(TensorType type, int64_t k) {
   static const int mode = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_MMA");
-    if (v == nullptr) return 2;
+    if (v == nullptr) return 3;
     if (std::strcmp(v, "1") == 0) return 1;
-    if (std::strcmp(v, "k") == 0) return 3;
-    return std::strcmp(v, "0") == 0 ? 0 : 2;
+    if (std::strcmp(v, "q4k") == 0) return 2;
+    return std::strcmp(v, "0") == 0 ? 0 : 3;
   }();
   const bool on = mode == 1 || (mode >= 2 && type == TensorType::Q4_K) ||
                   (mode == 3 && type == TensorType::Q6_K);

@@ -191,6 +191,13 @@ int64_t attention_split_keys(TensorType kv_type, int64_t head_dim);
 // blocks).
 int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t group);
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
+// attention_decode_mma.cu: the decode kernel on the tensor cores (F16 caches, heads of 64, 128 or
+// 256; token trees too), which attention() takes when it applies; launches the split kernel
+// only (attention() merges the splits).
+bool decode_attention_mma_supported(TensorType kv_type, int64_t head_dim);
+int64_t decode_attention_mma_heads_per_block(int64_t group);
+int64_t decode_attention_mma_split_keys();
+cudaError_t decode_attention_mma(const AttentionLaunch& a, cudaStream_t stream);
 // attention_prefill.cu: the same for many new tokens on the tensor cores (F16 caches, heads of 64
 // or 128, no token trees; `splits` and `partial` unused). tiles: [tile_count][2] ints, a
 // sequence's index and the first batch token of 64 of its new tokens.

@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace tern::cuda {
 
@@ -36,13 +37,14 @@ inline bool pdl_enabled() {
   return on;
 }
 
+// launch_pdl with `shared_bytes` of dynamic shared memory a block.
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
-                       Args&&... args) {
+cudaError_t launch_pdl_shared(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                              cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -50,6 +52,12 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStr
   config.attrs = &attribute;
   config.numAttrs = pdl_enabled() ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                       Args&&... args) {
+  return launch_pdl_shared(kernel, grid, block, 0, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace tern::cuda

@@ -1,0 +1,93 @@
+// attention_common: what the decode attention kernels (attention.cu, attention_decode_mma.cu)
+// share: the keys a block attends to (its sequence, causal limit, sliding window, context split
+// and token-tree mask), and the last step that merges the warps' softmax states into the output or
+// the split's partial for the combine kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace tern::cuda {
+
+// The keys one block attends to: its token's sequence (sequences sorted by first token), the
+// token's position, and the part [begin, end) of [first, pos] that split `split` takes (splits of
+// a multiple of 32 keys).
+struct TokenKeys {
+  const int32_t* table;  // the sequence's block table
+  int64_t begin, end;
+  // Token trees: key j >= tree_first (the sequence's first new slot) is seen when bit
+  // j - tree_first of tree_mask is set; tree_first is past every key for causal tokens.
+  int64_t tree_first;
+  uint64_t tree_mask;
+
+  __device__ __forceinline__ bool sees(int64_t j) const {
+    return j < tree_first || ((tree_mask >> (j - tree_first)) & 1u) != 0;
+  }
+};
+__device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_t token,
+                                                int split) {
+  int lo_s = 0, hi_s = a.sequence_count - 1;
+  while (lo_s < hi_s) {
+    const int mid = (lo_s + hi_s + 1) / 2;
+    if (a.sequences[4 * mid] <= token) {
+      lo_s = mid;
+    } else {
+      hi_s = mid - 1;
+    }
+  }
+  const int32_t* seq = a.sequences + 4 * lo_s;
+  const int64_t pos = seq[2] + (token - seq[0]);
+  const int64_t first =
+      a.window > 0 ? (pos - a.window + 1 > 0 ? pos - a.window + 1 : int64_t{0}) : 0;
+  const int64_t per = ((pos + 1 - first + a.splits - 1) / a.splits + 31) / 32 * 32;
+  const int64_t begin = first + static_cast<int64_t>(split) * per;
+  int64_t tree_first = INT64_MAX;
+  uint64_t tree_mask = ~uint64_t{0};
+  if (a.ancestors != nullptr) {
+    tree_first = seq[2];
+    tree_mask = static_cast<uint64_t>(a.ancestors[2 * token]) |
+                (static_cast<uint64_t>(a.ancestors[2 * token + 1]) << 32);
+  }
+  return {a.tables + seq[3], begin, pos + 1 < begin + per ? pos + 1 : begin + per, tree_first,
+          tree_mask};
+}
+
+// The block's last step: the warps' (max, sum, output) states in shared memory merged per query
+// head, written as the output (one split) or as the split's partial for combine_kernel.
+template <int G, int kHd, int kWarps>
+__device__ __forceinline__ void store_block_output(const AttentionLaunch& a, const float (*sm)[G],
+                                                   const float (*sl)[G],
+                                                   const float (*sacc)[G][kHd], int gcount,
+                                                   int64_t token, int64_t h0, int split) {
+  const int64_t hd = a.head_dim;
+  for (int i = static_cast<int>(threadIdx.x); i < gcount * hd; i += 32 * kWarps) {
+    const int g = static_cast<int>(i / hd);
+    const int64_t d = i % hd;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w][g]);
+    float total = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = expf(sm[w][g] - mx);
+        total += sl[w][g] * f;
+        o += sacc[w][g][d] * f;
+      }
+    }
+    const int64_t qh = token * a.heads + h0 + g;
+    if (a.splits == 1) {
+      a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
+    } else {
+      float* part = a.partial + (qh * a.splits + split) * (hd + 2);
+      part[d] = o;
+      if (d == 0) {
+        part[hd] = mx;
+        part[hd + 1] = total;
+      }
+    }
+  }
+}
+
+}  // namespace tern::cuda
