@@ -11,6 +11,8 @@ edits it, not of the kernel (that is cuda_device_test's attention cases on the G
 """
 import numpy as np
 
+from ptx_fragments import ldmatrix_x4, movmatrix_trans
+
 rng = np.random.default_rng(5)
 WARPS, TILE, HEADS = 4, 16, 8
 LANES = np.arange(32)
@@ -22,28 +24,6 @@ def split2(x):
     hi = x.astype(np.float16)
     lo = (x - hi.astype(np.float32)).astype(np.float16)
     return hi, lo
-
-
-def ldmatrix_x4(smem, rows, cols, trans):
-    """rows[lane], cols[lane]: the address lane gives (matrix lane // 8, its row lane % 8).
-    Returns regs[lane, j, 2]."""
-    regs = np.zeros((32, 4, 2), np.float16)
-    for j in range(4):
-        M = np.stack([smem[rows[8 * j + i], cols[8 * j + i]:cols[8 * j + i] + 8] for i in range(8)])
-        for lane in range(32):
-            g, t = lane >> 2, lane & 3
-            regs[lane, j] = (M[2 * t, g], M[2 * t + 1, g]) if trans else (M[g, 2 * t], M[g, 2 * t + 1])
-    return regs
-
-
-def movmatrix_trans(reg):
-    """reg[lane, 2]: lane (g, t) holds row g, columns 2t, 2t + 1 of an 8x8 matrix."""
-    M = np.zeros((8, 8), np.float16)
-    for lane in range(32):
-        M[lane >> 2, 2 * (lane & 3)] = reg[lane, 0]
-        M[lane >> 2, 2 * (lane & 3) + 1] = reg[lane, 1]
-    return np.stack([(M[2 * (lane & 3), lane >> 2], M[2 * (lane & 3) + 1, lane >> 2])
-                     for lane in range(32)])
 
 
 def mma(a, b0, b1, acc):
@@ -106,10 +86,14 @@ def block(q, kc, vc, table, bs, kv_heads, kvh, token, hc, group, D, seq, split, 
         for i in range(tiles):
             base = first + i * step
             sk = np.full((TILE, row), np.nan, np.float16); sv = sk.copy()
+            base_block, base_offset = base // bs, base % bs  # the tile's one division
             for r in range(TILE):
                 j = base + r
                 if j < end:
-                    slot = table[j // bs] * bs + j % bs
+                    block, offset = base_block, base_offset + r
+                    if offset >= bs:  # the tile straddles blocks
+                        block += offset // bs; offset -= (offset // bs) * bs
+                    slot = table[block] * bs + offset
                     sk[r, :D] = kc[slot * kv_heads + kvh]; sv[r, :D] = vc[slot * kv_heads + kvh]
                 else:
                     sk[r, :D] = 0; sv[r, :D] = 0
@@ -207,14 +191,14 @@ def reference(q, kc, vc, table, bs, kv_heads, pos0, window, softcap, scale, mask
     return out
 
 
-# D, heads, kv heads, cached keys, new tokens, splits, window, softcap, tree
-cases = ((64, 9, 3, 70, 1, 1, 0, 0.0, False),     # SmolLM2's heads, one split
-         (128, 8, 2, 150, 1, 4, 0, 0.0, False),   # Qwen3's group, splits
-         (128, 20, 2, 40, 1, 2, 0, 30.0, False),  # two head chunks (8 + 2), soft-capping
-         (256, 4, 1, 90, 1, 2, 48, 0.0, False),   # Gemma 3's heads, sliding window
-         (64, 4, 2, 33, 5, 2, 0, 0.0, True))      # a token tree of 5 nodes
-for D, heads, kv_heads, cached, fresh, splits, window, softcap, tree in cases:
-    bs = 16
+# D, heads, kv heads, cached keys, new tokens, splits, window, softcap, tree, block size
+cases = ((64, 9, 3, 70, 1, 1, 0, 0.0, False, 16),     # SmolLM2's heads, one split
+         (128, 8, 2, 150, 1, 4, 0, 0.0, False, 16),   # Qwen3's group, splits
+         (128, 20, 2, 40, 1, 2, 0, 30.0, False, 16),  # two head chunks (8 + 2), soft-capping
+         (256, 4, 1, 90, 1, 2, 48, 0.0, False, 16),   # Gemma 3's heads, window: tiles straddle
+         (64, 4, 2, 60, 1, 3, 37, 0.0, False, 8),     # blocks of 8 tokens: every tile straddles
+         (64, 4, 2, 33, 5, 2, 0, 0.0, True, 16))      # a token tree of 5 nodes
+for D, heads, kv_heads, cached, fresh, splits, window, softcap, tree, bs in cases:
     blocks = (cached + fresh + bs - 1) // bs
     table = rng.permutation(blocks + 3)[:blocks]  # scattered pages
     slots = (blocks + 3) * bs

@@ -10,6 +10,8 @@ is cuda_device_test's attention cases with TERN_CUDA_ATTN_PREFILL=1 on the GPU).
 """
 import numpy as np
 
+from ptx_fragments import ldmatrix_x4
+
 rng = np.random.default_rng(2)
 WARPS, QTILE, KTILE = 4, 64, 32
 
@@ -43,8 +45,19 @@ def mma(a_frags, b_frags, acc):
     return out
 
 
+def padded(tile):
+    """A key tile as the kernel's shared memory holds it: rows of D + 8 halves, the padding NaN
+    (a fragment that reads it shows)."""
+    out = np.full((tile.shape[0], tile.shape[1] + 8), np.nan, np.float16)
+    out[:, :tile.shape[1]] = tile
+    return out
+
+
 def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, window, softcap,
-           scale, D):
+           scale, D, async_tiles):
+    """async_tiles: the kAsync kernel (TERN_CUDA_ATTN_PREFILL=2), whose K and V fragments come
+    through ldmatrix / ldmatrix.trans."""
+    lanes = np.arange(32)
     tokens, heads, _ = q.shape
     out = np.full((tokens, heads, D), np.nan)
     group = heads // kv_heads
@@ -94,11 +107,18 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
                             row = slot * kv_heads + kvh
                             sk[r] = kc[row]; sv[r] = vc[row]
                     s = [[[0.0] * 4 for _ in range(KTILE // 8)] for _ in range(32)]
+                    skp, svp = padded(sk), padded(sv)
                     for j in range(KTILE // 8):
                         acc = [s[lane][j] for lane in range(32)]
                         for kk in range(D // 16):
                             b = []
-                            for lane in range(32):
+                            if async_tiles:
+                                # kk pairs: b0, b1 of kk then of kk + 1
+                                regs = ldmatrix_x4(skp, 8 * j + (lanes & 7),
+                                                   16 * (kk & ~1) + 8 * (lanes >> 3), False)
+                                b = [(tuple(regs[lane, 2 * (kk & 1)]), tuple(regs[lane, 2 * (kk & 1) + 1]))
+                                     for lane in range(32)]
+                            for lane in range(32 if not async_tiles else 0):
                                 g, t = lane >> 2, lane & 3
                                 b.append(((sk[8 * j + g, 16 * kk + 2 * t], sk[8 * j + g, 16 * kk + 2 * t + 1]),
                                           (sk[8 * j + g, 16 * kk + 8 + 2 * t], sk[8 * j + g, 16 * kk + 9 + 2 * t])))
@@ -153,7 +173,13 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
                             ph.append(regs_h); pl.append(regs_l)
                         for d in range(D // 8):
                             b = []
-                            for lane in range(32):
+                            if async_tiles:
+                                # d pairs: b0, b1 of d then of d + 1
+                                regs = ldmatrix_x4(svp, 16 * ks + (lanes & 7) + 8 * ((lanes >> 3) & 1),
+                                                   8 * (d & ~1) + 8 * (lanes >> 4), True)
+                                b = [(tuple(regs[lane, 2 * (d & 1)]), tuple(regs[lane, 2 * (d & 1) + 1]))
+                                     for lane in range(32)]
+                            for lane in range(32 if not async_tiles else 0):
                                 g, t = lane >> 2, lane & 3
                                 col = 8 * d + g
                                 r0, r8 = 16 * ks + 2 * t, 16 * ks + 8 + 2 * t
@@ -203,9 +229,12 @@ for D, heads, kv_heads, cached, fresh, window, softcap in (
     vc = rng.normal(size=(slots * kv_heads, D)).astype(np.float16)
     q = rng.normal(size=(fresh, heads, D)).astype(np.float32)
     scale = 1.0 / np.sqrt(D)
-    got = kernel(q, kc, vc, table, block_size, kv_heads, 0, fresh, cached, window, softcap, scale, D)
     want = reference(q, kc, vc, table, block_size, kv_heads, 0, fresh, cached, window, softcap, scale)
-    err = float(np.sqrt(np.mean((got - want) ** 2) / np.mean(want ** 2)))
-    print(f"D {D} heads {heads}/{kv_heads} cached {cached} new {fresh} window {window} softcap {softcap}: rel rms {err:.2g}")
-    assert err < 1e-5, err
+    for async_tiles in (False, True):
+        got = kernel(q, kc, vc, table, block_size, kv_heads, 0, fresh, cached, window, softcap,
+                     scale, D, async_tiles)
+        err = float(np.sqrt(np.mean((got - want) ** 2) / np.mean(want ** 2)))
+        print(f"D {D} heads {heads}/{kv_heads} cached {cached} new {fresh} window {window} "
+              f"softcap {softcap} async tiles {async_tiles}: rel rms {err:.2g}")
+        assert np.isfinite(got).all() and err < 1e-5, err
 print("ok")

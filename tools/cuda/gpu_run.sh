@@ -10,7 +10,8 @@
 # decode, llama-bench's prefill), shapes (the GPU against the CPU on tiny shape variants under
 # SHAPE_CONFIGS), cpu (the CPU backend's tests on this machine's AVX-512 CPU, and the GPU against
 # its AVX2 path), attn (decode attention kernels under ATTN_CONFIGS), decode16k (decode after
-# 16K tokens under ATTN_CONFIGS), matrix (BENCHMARKS.md's prefill / decode table on every file
+# 16K tokens under ATTN_CONFIGS), steps (decode after 1K / 16K on every file under
+# STEP_CONFIGS), matrix (BENCHMARKS.md's prefill / decode table on every file
 # against llama-bench), greedy (REAL_MODELS on the GPU against the CPU, with the
 # default prefill and the int8 one), llama (start the developer's llama.cpp build in the
 # background, where .peer/build-llama.sh was carried: later stages and calls wait for it), stash
@@ -123,12 +124,16 @@ if [[ " $stages " == *" tests "* ]]; then
     >"$OUT/ops-attn-cores.log" 2>&1
   echo "cuda_device_test Attention with TERN_CUDA_ATTN_PREFILL=0 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-attn-cores.log" | head -10 >>"$summary"
-  # The CUDA-core decode attention (v4; the tensor-core kernel, attention_decode_mma.cu, is the
-  # default for F16 caches).
-  TERN_CUDA_ATTN=4 timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
-    >"$OUT/ops-attn-v4.log" 2>&1
-  echo "cuda_device_test Attention with TERN_CUDA_ATTN=4 rc=$?" >>"$summary"
-  grep -E "Failure|FAILED" "$OUT/ops-attn-v4.log" | head -10 >>"$summary"
+  # The attention kernels behind their switches: the tensor-core decode kernel
+  # (attention_decode_mma.cu) and the prefill kernel with cp.async tiles (attention_prefill.cu),
+  # each through the attention cases and the forward passes (token trees, chunks, decode).
+  for c in "TERN_CUDA_ATTN=mma" "TERN_CUDA_ATTN_PREFILL=2"; do
+    env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
+      >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
+    echo "cuda_device_test Attention with $c rc=$?" >>"$summary"
+    env $c timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
+    echo "cuda_forward_test with $c rc=$?" >>"$summary"
+  done
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.
   for v in ${FGEMV_VARIANTS:-5 15}; do
@@ -340,7 +345,8 @@ if [[ " $stages " == *" parallel "* ]]; then
 fi
 if [[ " $stages " == *" prefill "* ]]; then
   # Prefill of 512 and 4,096 tokens and sampled decode (MODEL) under each configuration of
-  # PREFILL_CONFIGS, twice in alternation (A B A B), then llama-bench's pp512 / pp4096 once.
+  # PREFILL_CONFIGS, twice in alternation (A B A B), after PREFILL_DEPTH tokens of context (default
+  # 0), then llama-bench's pp512 / pp4096 once (at the same depth).
   model=${MODEL:-/tmp/q4km.gguf}
   IFS=';' read -ra fconfigs <<<"${PREFILL_CONFIGS:--;TERN_CUDA_ATTN_PREFILL=0;TERN_CUDA_MMQ=1}"
   for round in 1 2; do
@@ -349,9 +355,9 @@ if [[ " $stages " == *" prefill "* ]]; then
       [ "$c" != "-" ] && read -ra envs <<<"$c"
       log="$OUT/prefill-$round-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
       env "${envs[@]}" timeout 200 $T/bin/tern bench --device cuda -m "$model" -p 512 -p 4096 \
-        -n 64 -r 2 >"$log" 2>&1
-      echo "tern prefill [$c] round $round rc=$?" >>"$summary"
-      grep -E '^ +(512|4096) ' "$log" >>"$summary"
+        -d "${PREFILL_DEPTH:-0}" -n 64 -r 2 >"$log" 2>&1
+      echo "tern prefill after ${PREFILL_DEPTH:-0} tokens [$c] round $round rc=$?" >>"$summary"
+      grep -E '^ +[0-9]+ +[0-9]+ ' "$log" >>"$summary"
     done
   done
   for c in - TERN_CUDA_SAMPLE=0; do  # sample.cu, or the row brought back and picked on the host
@@ -365,7 +371,8 @@ if [[ " $stages " == *" prefill "* ]]; then
   wait_llama
   if [ -x /tmp/llama/bin/llama-bench ]; then
     LD_LIBRARY_PATH=/tmp/llama/bin:$LD_LIBRARY_PATH timeout 200 /tmp/llama/bin/llama-bench \
-      -m "$model" -fa 1 -ngl 99 -p 512,4096 -n 0 -r 2 >"$OUT/prefill-llama.log" 2>&1
+      -m "$model" -fa 1 -ngl 99 -p 512,4096 -n 0 -d "${PREFILL_DEPTH:-0}" -r 2 \
+      >"$OUT/prefill-llama.log" 2>&1
     echo "llama-bench pp512/pp4096 rc=$?" >>"$summary"
     grep '^| [a-z]' "$OUT/prefill-llama.log" | grep -v model >>"$summary"
   fi
@@ -410,6 +417,27 @@ if [[ " $stages " == *" compare "* ]]; then
     echo "tern bench TERN_CUDA_PDL=0 rc=$?" >>"$summary"
     cat "$OUT/compare-tern-nopdl.log" >>"$summary"
   fi
+fi
+if [[ " $stages " == *" steps "* ]]; then
+  # Decode after 1K and 16K tokens on every file (STEP_FILES, default the three Qwen3-8B-shaped
+  # files) under each configuration of STEP_CONFIGS, A B A B: which decode attention helps the
+  # whole step on which weights (the tensor-core kernel slowed the Q8_0 and BF16 steps,
+  # 2026-12-05), and whether programmatic dependent launch is why.
+  IFS=';' read -ra sconfigs <<<"${STEP_CONFIGS:-TERN_CUDA_ATTN=4;TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4 TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_PDL=0}"
+  for f in ${STEP_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}; do
+    [ -e "$f" ] || { echo "steps: no $f" >>"$summary"; continue; }
+    for round in 1 2; do
+      for c in "${sconfigs[@]}"; do
+        envs=()
+        [ "$c" != "-" ] && read -ra envs <<<"$c"
+        log="$OUT/steps-$(basename "$f" .gguf)-$round-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log"
+        env "${envs[@]}" timeout 120 $T/bin/tern bench --device cuda -m "$f" -p 1024 -p 16384 -n 64 \
+          -r 1 >"$log" 2>&1
+        echo "steps $(basename "$f") [$c] round $round rc=$?:" $(grep -E '^ +(1024|16384) ' "$log" |
+          awk '{print $1 ": " $5}') >>"$summary"
+      done
+    done
+  done
 fi
 if [[ " $stages " == *" ab "* ]]; then
   # Interleaved A B A B on one file (MODEL, default the Q4_K_M one): each configuration of

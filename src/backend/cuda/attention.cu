@@ -214,8 +214,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
     for (int g = 0; g < G; ++g) s[g] = 0.0f;
     if (valid) {
-      const int64_t slot =
-          static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+      const int64_t slot = key_slot(table, j, a.block_size);
       row = slot * a.kv_heads + kvh;
       // The key's value row is read after the softmax step: start fetching it into L2 now.
       const char* vr = static_cast<const char*>(a.v_cache) + row * v_row_bytes;
@@ -350,8 +349,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       const int64_t j = base + key_group + u * (kWarps * 32 / kGroupLanes);
       ok[u] = j < keys.end && keys.sees(j);
       if (ok[u]) {
-        const int64_t slot =
-            static_cast<int64_t>(keys.table[j / a.block_size]) * a.block_size + j % a.block_size;
+        const int64_t slot = key_slot(keys.table, j, a.block_size);
         const int64_t row = (slot * a.kv_heads + kvh) * (kHd / 8) + sub;
 #pragma unroll
         for (int c = 0; c < C; ++c) {
@@ -592,16 +590,21 @@ void launch_v2(const AttentionLaunch& a, int group, cudaStream_t stream) {
   }
 }
 
-// The kernel attention() takes: the tensor-core one (attention_decode_mma.cu) for F16 caches with
-// heads of 64, 128 or 256, else v4 for F16/BF16 caches with those heads, else v2.
-// TERN_CUDA_ATTN=4 or 2 asks for v4 or v2 where they apply (A/B runs).
+// The kernel attention() takes: v4 for F16/BF16 caches with heads of 64, 128 or 256, else v2.
+// TERN_CUDA_ATTN=mma takes the tensor-core kernel (attention_decode_mma.cu) for F16 caches with
+// those heads; =2 keeps v2 (A/B runs). The tensor-core kernel is not the default: measured
+// 2026-12-05 (H100, one block wave), it runs decode attention after 16K tokens in 37 us against
+// v4's 48, and the Qwen3-8B Q4_K_M decode step after 16K tokens 202.6 -> 217.8 tok/s, but the
+// Q8_0 step 235.9 -> 215.6 after 1K tokens and 178.6 -> 170.7 after 16K, BF16 159.7 -> 155.4
+// after 1K: the products around it ran slower (not yet explained; bench/cuda-notes.md).
 enum class DecodeKernel { kV2, kV4, kMma };
 DecodeKernel decode_kernel(TensorType kv_type, int64_t head_dim) {
   static const int forced = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN");
-    return v == nullptr ? 0 : std::atoi(v);
+    if (v == nullptr) return 0;
+    return std::strcmp(v, "mma") == 0 ? 5 : std::atoi(v);
   }();
-  if (forced == 0 && decode_attention_mma_supported(kv_type, head_dim)) return DecodeKernel::kMma;
+  if (forced == 5 && decode_attention_mma_supported(kv_type, head_dim)) return DecodeKernel::kMma;
   const bool v4 = (kv_type == TensorType::F16 || kv_type == TensorType::BF16) &&
                   (head_dim == 64 || head_dim == 128 || head_dim == 256);
   return v4 && forced != 2 ? DecodeKernel::kV4 : DecodeKernel::kV2;
@@ -629,6 +632,12 @@ int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t 
     default:
       return v2_heads_per_block(static_cast<int>(group));
   }
+}
+
+int64_t attention_blocks_per_sm(TensorType kv_type, int64_t head_dim) {
+  return decode_kernel(kv_type, head_dim) == DecodeKernel::kMma
+             ? decode_attention_mma_blocks_per_sm(head_dim)
+             : 4;
 }
 
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {

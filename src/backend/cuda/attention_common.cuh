@@ -10,6 +10,15 @@
 
 namespace tern::cuda {
 
+// The cache slot of key position j: its block's entry in the sequence's table, then the offset in
+// the block. 32-bit division (positions stay far below 2^31): a 64-bit division by a runtime
+// divisor is a subroutine of ~70 instructions, and the decode kernels take one per key per lane.
+__device__ __forceinline__ int64_t key_slot(const int32_t* table, int64_t j, int64_t block_size) {
+  const auto position = static_cast<uint32_t>(j), size = static_cast<uint32_t>(block_size);
+  const uint32_t block = position / size;
+  return static_cast<int64_t>(table[block]) * block_size + (position - block * size);
+}
+
 // The keys one block attends to: its token's sequence (sequences sorted by first token), the
 // token's position, and the part [begin, end) of [first, pos] that split `split` takes (splits of
 // a multiple of 32 keys).

@@ -19,14 +19,18 @@
 // Reads: q once; every attended K and V row once per block (once per KV head when the group has
 // at most 8 heads). Writes: out [tokens, heads, head_dim], or the split partials for
 // attention.cu's combine kernel.
-// Measured: not yet run on a GPU (written 2026-12-05 to replace attention.cu's v4 for F16 caches;
-// v4 measured 48.7 us at 16K keys on the H100, 46% of the copy roofline).
+// Measured (2026-12-05, H100, tern-cuda-bench --attention, one token, 32/8 heads of 128, F16,
+// in a graph; copy roofline 3,000 GB/s): with one wave of blocks (2 a multiprocessor) 4K keys
+// 16.6 us, 16K 37.1 us = 1,807 GB/s of K+V (60%), 32K 60.4 us (74%); v4 17.7 / 48.3 / 86.1 us.
+// With two waves (4 blocks a multiprocessor asked) it was no faster than v4 (49.0 us at 16K).
+// Not the default (attention.cu's decode_kernel says why); TERN_CUDA_ATTN=mma takes it.
 #include <cuda_fp16.h>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/f16_fragments.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 
@@ -48,68 +52,6 @@ constexpr size_t shared_bytes() {
   const size_t ring = size_t{kWarps} * S * 2 * kTileKeys * stage_row_halves<D>() * sizeof(__half);
   const size_t merge = size_t{kWarps} * kHeads * (D + 2) * sizeof(float);
   return ring > merge ? ring : merge;
-}
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16 bytes global -> shared, asynchronously; zeros when !valid (nothing is read then).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-// Four 8x8 matrices of halves; lanes 8j..8j+7 give the row addresses of matrix j. Register j of
-// lane (g = lane / 4, t = lane % 4) gets row g, columns 2t and 2t + 1 of matrix j (.trans: of
-// its transpose).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-// The warp's 8x8 matrix of halves (lane: row g, columns 2t, 2t + 1) transposed, same layout.
-__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
-  uint32_t y;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-
-__device__ __forceinline__ uint32_t pack_half2(__half lo, __half hi) {
-  return static_cast<uint32_t>(__half_as_ushort(lo)) |
-         (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
-}
-// x0, x1 split into f16 high parts and the f16 rounding of the remainders.
-__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
-  hi = pack_half2(h0, h1);
-  lo = pack_half2(__float2half_rn(x0 - __half2float(h0)), __float2half_rn(x1 - __half2float(h1)));
-}
-
-// D (16 x 8, f32) += A (16 x 16, f16, row-major) . B (16 x 8, f16, column-major). Fragments (PTX
-// ISA, m16n8k16 .f16): a0 row g, k 2t and 2t + 1; a1 row g + 8, the same k; a2 row g, k 2t + 8
-// and 2t + 9; a3 row g + 8, those k; b0 k 2t, 2t + 1 of column g; b1 k 2t + 8, 2t + 9; d0, d1
-// row g, columns 2t, 2t + 1; d2, d3 row g + 8.
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                        uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 template <int D, int S>
@@ -155,19 +97,30 @@ __global__ void __launch_bounds__(32 * kWarps)
   const auto* vc = static_cast<const __half*>(a.v_cache);
   // One tile's 16 K and V rows into stage `stage` (16-byte pieces; lanes take consecutive pieces
   // of a row, so a warp's loads cover whole rows). Rows past the split's end are zeros.
+  // The tile's block and offset are found with one division; a row past the block's end (a
+  // tile straddling two blocks: a sliding window's start, or blocks of fewer than 16 tokens)
+  // divides again.
+  const auto block_size = static_cast<uint32_t>(a.block_size);
   auto issue_tile = [&](int64_t base, int stage) {
     __half* sk = ring + stage * kStageHalves;
     __half* sv = sk + kTileKeys * kRow;
     constexpr int kPieces = D / 8;
+    const auto base_position = static_cast<uint32_t>(base);
+    const uint32_t base_block = base_position / block_size;
+    const uint32_t base_offset = base_position - base_block * block_size;
 #pragma unroll
     for (int i = 0; i < kTileKeys * kPieces / 32; ++i) {
       const int p = lane + 32 * i, r = p / kPieces, c = p % kPieces;
-      const int64_t j = base + r;
-      const bool valid = j < keys.end;
+      const bool valid = base + r < keys.end;
       int64_t at = 0;
       if (valid) {
-        const int64_t slot =
-            static_cast<int64_t>(keys.table[j / a.block_size]) * a.block_size + j % a.block_size;
+        uint32_t block = base_block, offset = base_offset + static_cast<uint32_t>(r);
+        if (offset >= block_size) {
+          const uint32_t more = offset / block_size;
+          block += more;
+          offset -= more * block_size;
+        }
+        const int64_t slot = static_cast<int64_t>(keys.table[block]) * a.block_size + offset;
         at = (slot * a.kv_heads + kvh) * D + 8 * c;
       }
       cp_async16(shared_address(sk + r * kRow + 8 * c), kc + at, valid);
@@ -329,6 +282,39 @@ int64_t decode_attention_mma_heads_per_block(int64_t group) {
 
 int64_t decode_attention_mma_split_keys() {
   return int64_t{kTileKeys} * kWarps;
+}
+
+// The blocks of the kernel decode_attention_mma launches that fit on a multiprocessor at once
+// (shared memory bounds it: heads of 128 with 3 stages take 104 KB, two a multiprocessor).
+int64_t decode_attention_mma_blocks_per_sm(int64_t head_dim) {
+  auto fit = [](auto kernel, size_t bytes) -> int64_t {
+    int blocks = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(bytes)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * kWarps, bytes) !=
+            cudaSuccess) {
+      return 1;
+    }
+    return blocks > 0 ? blocks : 1;
+  };
+  // Asked once per kernel (the host asks before every attention launch).
+  const bool three = ring_stages() == 3;
+  switch (head_dim) {
+    case 64: {
+      static const int64_t b3 = fit(decode_attention_mma_kernel<64, 3>, shared_bytes<64, 3>());
+      static const int64_t b2 = fit(decode_attention_mma_kernel<64, 2>, shared_bytes<64, 2>());
+      return three ? b3 : b2;
+    }
+    case 128: {
+      static const int64_t b3 = fit(decode_attention_mma_kernel<128, 3>, shared_bytes<128, 3>());
+      static const int64_t b2 = fit(decode_attention_mma_kernel<128, 2>, shared_bytes<128, 2>());
+      return three ? b3 : b2;
+    }
+    default: {
+      static const int64_t b = fit(decode_attention_mma_kernel<256, 2>, shared_bytes<256, 2>());
+      return b;
+    }
+  }
 }
 
 cudaError_t decode_attention_mma(const AttentionLaunch& a, cudaStream_t stream) {

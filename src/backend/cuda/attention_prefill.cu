@@ -17,11 +17,21 @@
 // 4,096 tokens 4,636 / 4,595 -> 12,189 / 12,627 tok/s with it (llama.cpp 9,877: 1.28x), 512
 // tokens 10,234 / 10,515 -> 11,573 / 13,603. Its roofline fraction is not measured apart (the
 // split-f16 products double the mma work: ~10 TFLOP for the 36 layers of a 4,096 prefill).
+// After 16K tokens of context it is the bottleneck of prefill (2026-12-05, H100, Qwen3-8B, `tern
+// bench -d 16384`: 0.35-0.63x llama.cpp; ~80 of the ~120 ms of a 512-token prefill, judged from
+// the prefill rate without context): a block loads each key tile, waits, then computes.
+// TERN_CUDA_ATTN_PREFILL=2 takes the kAsync variant below (cp.async double buffering, ldmatrix
+// fragments; compiled and mirrored in numpy, not yet run on a GPU).
 // Taken by default for F16 caches with heads of 64 or 128 and no token trees
 // (TERN_CUDA_ATTN_PREFILL=0: the CUDA-core kernels); cuda_device_test's attention cases and
 // cuda_forward_test run through it.
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/f16_fragments.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace tern::cuda {
@@ -31,38 +41,20 @@ constexpr int kWarps = 4;
 constexpr int kQueryTile = 16 * kWarps;  // query tokens a block
 constexpr int kKeyTile = 32;
 
-__device__ __forceinline__ uint32_t pack_half2(__half lo, __half hi) {
-  return static_cast<uint32_t>(__half_as_ushort(lo)) |
-         (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
-}
-
-// x0, x1 (adjacent k) split into f16 high parts and the f16 rounding of the remainders.
-__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
-  hi = pack_half2(h0, h1);
-  lo = pack_half2(__float2half_rn(x0 - __half2float(h0)), __float2half_rn(x1 - __half2float(h1)));
-}
-
-// D (16 x 8, f32) += A (16 x 16, f16, row-major) . B (16 x 8, f16, column-major). Fragments (PTX
-// ISA, m16n8k16 .f16): group g = lane / 4, t = lane % 4; a0 row g, k 2t and 2t + 1; a1 row
-// g + 8, the same k; a2 row g, k 2t + 8 and 2t + 9; a3 row g + 8, those k; b0 k 2t, 2t + 1 of
-// column g; b1 k 2t + 8, 2t + 9; d0, d1 row g, columns 2t, 2t + 1; d2, d3 row g + 8.
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                        uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <int D>
+// kAsync (TERN_CUDA_ATTN_PREFILL=2, until measured): the key tiles are copied with cp.async into
+// two buffers, the next tile's copies in flight while the block multiplies the current one (the
+// plain kernel loads, waits, then computes), and the K and V fragments come from shared memory
+// through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of 16 two-byte
+// loads). The same products in the same order: the same results.
+template <int D, bool kAsync>
 __global__ void __launch_bounds__(32 * kWarps)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
-  // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks.
+  // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
+  // the 8 rows an ldmatrix reads in 8 different groups of 4.
   constexpr int kStride = D + 8;
-  __shared__ __align__(16) __half sk[kKeyTile * kStride];
-  __shared__ __align__(16) __half sv[kKeyTile * kStride];
+  constexpr int kBuffers = kAsync ? 2 : 1;
+  __shared__ __align__(16) __half sk_all[kBuffers][kKeyTile * kStride];
+  __shared__ __align__(16) __half sv_all[kBuffers][kKeyTile * kStride];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane >> 2, t = lane & 3;
   const int32_t* seq = a.sequences + 4 * tiles[2 * blockIdx.x];
@@ -115,24 +107,51 @@ __global__ void __launch_bounds__(32 * kWarps)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const auto* kc = static_cast<const __half*>(a.k_cache);
   const auto* vc = static_cast<const __half*>(a.v_cache);
-  for (int64_t k0 = keys_begin / kKeyTile * kKeyTile; k0 < keys_end; k0 += kKeyTile) {
-    // Gather the tile's K and V rows (16-byte pieces; zeros past the end).
-    constexpr int kPieces = D / 8;  // 16-byte pieces a row
+  constexpr int kPieces = D / 8;  // 16-byte pieces a row
+  // kAsync: the copies of the tile at k0 into buffer `buffer` (zeros past the end), one group.
+  auto issue_tile = [&](int64_t k0, int buffer) {
     for (int p = static_cast<int>(threadIdx.x); p < kKeyTile * kPieces; p += 32 * kWarps) {
+      const int r = p / kPieces, piece = p % kPieces;
+      const int64_t pos = k0 + r;
+      int64_t at = 0;
+      if (pos < keys_end)
+        at = (key_slot(table, pos, a.block_size) * a.kv_heads + kvh) * D + piece * 8;
+      cp_async16(shared_address(sk_all[buffer] + r * kStride + piece * 8), kc + at, pos < keys_end);
+      cp_async16(shared_address(sv_all[buffer] + r * kStride + piece * 8), vc + at, pos < keys_end);
+    }
+    cp_async_commit();
+  };
+  const int64_t k_first = keys_begin / kKeyTile * kKeyTile;
+  if constexpr (kAsync) issue_tile(k_first, 0);
+  int tile = 0;
+  for (int64_t k0 = k_first; k0 < keys_end; k0 += kKeyTile, ++tile) {
+    const __half* sk = sk_all[kAsync ? tile & 1 : 0];
+    const __half* sv = sv_all[kAsync ? tile & 1 : 0];
+    if constexpr (kAsync) {
+      if (k0 + kKeyTile < keys_end) {
+        issue_tile(k0 + kKeyTile, (tile + 1) & 1);
+      } else {
+        cp_async_commit();  // an empty group: the wait below counts the same
+      }
+      cp_async_wait<1>();  // this tile's group is complete
+      __syncthreads();
+    }
+    // Gather the tile's K and V rows (16-byte pieces; zeros past the end).
+    for (int p = static_cast<int>(threadIdx.x); !kAsync && p < kKeyTile * kPieces;
+         p += 32 * kWarps) {
       const int r = p / kPieces, piece = p % kPieces;
       const int64_t pos = k0 + r;
       uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
       if (pos < keys_end) {
-        const int64_t slot =
-            static_cast<int64_t>(table[pos / a.block_size]) * a.block_size + pos % a.block_size;
+        const int64_t slot = key_slot(table, pos, a.block_size);
         const int64_t row = slot * a.kv_heads + kvh;
         kv = *reinterpret_cast<const uint4*>(kc + row * D + piece * 8);
         vv = *reinterpret_cast<const uint4*>(vc + row * D + piece * 8);
       }
-      *reinterpret_cast<uint4*>(sk + r * kStride + piece * 8) = kv;
-      *reinterpret_cast<uint4*>(sv + r * kStride + piece * 8) = vv;
+      *reinterpret_cast<uint4*>(sk_all[0] + r * kStride + piece * 8) = kv;
+      *reinterpret_cast<uint4*>(sv_all[0] + r * kStride + piece * 8) = vv;
     }
-    __syncthreads();
+    if constexpr (!kAsync) __syncthreads();
 
     // S = Q K^T for the tile's 4 fragments of 8 keys.
     float s[kKeyTile / 8][4];
@@ -140,13 +159,28 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int j = 0; j < kKeyTile / 8; ++j) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) s[j][c] = 0.0f;
-      const __half* krow = sk + (8 * j + g) * kStride;
+      if constexpr (kAsync) {
+        // Keys 8j.. (rows), dims 16kk.. and 16kk + 8.. for two k steps: b0, b1 of kk, kk + 1.
+        const uint32_t k_address =
+            shared_address(sk + (8 * j + (lane & 7)) * kStride + 8 * (lane >> 3));
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 2 * t);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 8 + 2 * t);
-        mma_f16(s[j], qh[kk], b0, b1);
-        mma_f16(s[j], ql[kk], b0, b1);
+        for (int kk = 0; kk < D / 16; kk += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, k_address + 32 * kk);
+          mma_f16(s[j], qh[kk], b[0], b[1]);
+          mma_f16(s[j], ql[kk], b[0], b[1]);
+          mma_f16(s[j], qh[kk + 1], b[2], b[3]);
+          mma_f16(s[j], ql[kk + 1], b[2], b[3]);
+        }
+      } else {
+        const __half* krow = sk + (8 * j + g) * kStride;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 2 * t);
+          const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 8 + 2 * t);
+          mma_f16(s[j], qh[kk], b0, b1);
+          mma_f16(s[j], ql[kk], b0, b1);
+        }
       }
     }
     // Online softmax per row (rows g and g + 8; a row's 32 scores are spread over a quad).
@@ -203,15 +237,31 @@ __global__ void __launch_bounds__(32 * kWarps)
       split2(s[2 * ks][2], s[2 * ks][3], ph[1], pl[1]);
       split2(s[2 * ks + 1][0], s[2 * ks + 1][1], ph[2], pl[2]);
       split2(s[2 * ks + 1][2], s[2 * ks + 1][3], ph[3], pl[3]);
-      const __half* v0 = sv + (16 * ks + 2 * t) * kStride;
-      const __half* v8 = sv + (16 * ks + 8 + 2 * t) * kStride;
+      if constexpr (kAsync) {
+        // Transposed pieces: keys 16ks.. and 16ks + 8.. (rows) of dims 8d.. and 8(d + 1)..:
+        // b0, b1 of d, then of d + 1.
+        const uint32_t v_address = shared_address(
+            sv + (16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1)) * kStride + 8 * (lane >> 4));
 #pragma unroll
-      for (int d = 0; d < D / 8; ++d) {
-        const int col = 8 * d + g;
-        const uint32_t b0 = pack_half2(v0[col], v0[kStride + col]);
-        const uint32_t b1 = pack_half2(v8[col], v8[kStride + col]);
-        mma_f16(o[d], ph, b0, b1);
-        mma_f16(o[d], pl, b0, b1);
+        for (int d = 0; d < D / 8; d += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, v_address + 16 * d);
+          mma_f16(o[d], ph, b[0], b[1]);
+          mma_f16(o[d], pl, b[0], b[1]);
+          mma_f16(o[d + 1], ph, b[2], b[3]);
+          mma_f16(o[d + 1], pl, b[2], b[3]);
+        }
+      } else {
+        const __half* v0 = sv + (16 * ks + 2 * t) * kStride;
+        const __half* v8 = sv + (16 * ks + 8 + 2 * t) * kStride;
+#pragma unroll
+        for (int d = 0; d < D / 8; ++d) {
+          const int col = 8 * d + g;
+          const uint32_t b0 = pack_half2(v0[col], v0[kStride + col]);
+          const uint32_t b1 = pack_half2(v8[col], v8[kStride + col]);
+          mma_f16(o[d], ph, b0, b1);
+          mma_f16(o[d], pl, b0, b1);
+        }
       }
     }
     __syncthreads();
@@ -242,10 +292,20 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
+  static const bool async_tiles = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
+    return v != nullptr && std::strcmp(v, "2") == 0;
+  }();
   if (a.head_dim == 64) {
-    prefill_attention_kernel<64><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
+    if (async_tiles) {
+      prefill_attention_kernel<64, true><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
+    } else {
+      prefill_attention_kernel<64, false><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
+    }
+  } else if (async_tiles) {
+    prefill_attention_kernel<128, true><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
   } else {
-    prefill_attention_kernel<128><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
+    prefill_attention_kernel<128, false><<<grid, 32 * kWarps, 0, stream>>>(a, tiles);
   }
   return cudaGetLastError();
 }

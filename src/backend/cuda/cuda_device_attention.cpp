@@ -136,15 +136,18 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
             });
     return;
   }
-  // Enough blocks for four per multiprocessor (TERN_CUDA_ATTN_SM_BLOCKS: another count, for A/B
-  // runs; with two query heads a block, see attention.cu, 4 measured faster than 2 at every
-  // context length on the H100): split long contexts when tokens x heads are few. A power of
-  // two, so that a decode step's launch (and graph) stays the same for long spans.
-  static const int64_t blocks_per_sm = [] {
+  // Enough blocks to fill the multiprocessors (cuda::attention_blocks_per_sm: 4 for v4 and v2,
+  // one wave for the tensor-core kernel; TERN_CUDA_ATTN_SM_BLOCKS: another count, for A/B runs):
+  // split long contexts when tokens x heads are few. A power of two, so that a decode step's
+  // launch (and graph) stays the same for long spans.
+  static const int64_t forced_blocks_per_sm = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_SM_BLOCKS");
-    const int64_t b = v == nullptr ? 4 : std::atoll(v);
-    return b >= 1 && b <= 16 ? b : 4;
+    const int64_t b = v == nullptr ? 0 : std::atoll(v);
+    return b >= 1 && b <= 16 ? b : 0;
   }();
+  const int64_t blocks_per_sm = forced_blocks_per_sm > 0
+                                    ? forced_blocks_per_sm
+                                    : cuda::attention_blocks_per_sm(cache.k.type, head_dim);
   const int64_t group = heads / cache.kv_heads;
   const int64_t per_block = cuda::attention_heads_per_block(cache.k.type, head_dim, group);
   const int64_t blocks = tokens * cache.kv_heads * ((group + per_block - 1) / per_block);

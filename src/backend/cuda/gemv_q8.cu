@@ -869,7 +869,8 @@ struct PairN<TensorType::Q6_K> {
 #pragma unroll
       for (int g = 0; g < 4; ++g) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) w[r][g][i] = q6k_word(raw.la[r][i], raw.lb[r][i], raw.h[r][i], g);
+        for (int i = 0; i < 2; ++i)
+          w[r][g][i] = q6k_word(raw.la[r][i], raw.lb[r][i], raw.h[r][i], g);
         const int sbyte = 2 * g + (qq >> 1);
         const uint32_t sw = sbyte < 4 ? raw.s[r][0] : raw.s[r][1];
         sc[r][g] = d * static_cast<float>(static_cast<int8_t>((sw >> (8 * (sbyte & 3))) & 0xFF));

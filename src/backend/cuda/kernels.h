@@ -75,8 +75,8 @@ cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, int group, void* x
 cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
                     float* y, cudaStream_t stream);
 // gemv_mma.cu: products of 2 <= n <= 8 rows of 8-bit activations (quantize_q8's layout) with
-// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K weights on the int8 tensor cores; Q4_K by default,
-// every type with TERN_CUDA_GEMV_MMA=1, none with =0 (gemv_mma_enabled).
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K weights on the int8 tensor cores; Q4_K and Q6_K by
+// default, every type with TERN_CUDA_GEMV_MMA=1, none with =0 (gemv_mma_enabled).
 bool gemv_mma_enabled(TensorType type, int64_t k);
 cudaError_t gemv_mma(TensorType type, const void* w, int64_t m, int64_t k, const int8_t* qs,
                      const float* d, const float* s, int64_t n, float* y, cudaStream_t stream);
@@ -190,13 +190,18 @@ int64_t attention_split_keys(TensorType kv_type, int64_t head_dim);
 // The query heads one block of the kernel attention() picks holds (the rest of a group: more
 // blocks).
 int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t group);
+// The blocks a multiprocessor should get (the host splits contexts until there are that many):
+// v4 and v2 4 (measured best on the H100 with two query heads a block), the tensor-core kernel
+// as many as fit at once (one wave: its warps keep their loads in flight through the split).
+int64_t attention_blocks_per_sm(TensorType kv_type, int64_t head_dim);
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
 // attention_decode_mma.cu: the decode kernel on the tensor cores (F16 caches, heads of 64, 128 or
-// 256; token trees too), which attention() takes when it applies; launches the split kernel
-// only (attention() merges the splits).
+// 256; token trees too), which attention() takes under TERN_CUDA_ATTN=mma; launches the split
+// kernel only (attention() merges the splits).
 bool decode_attention_mma_supported(TensorType kv_type, int64_t head_dim);
 int64_t decode_attention_mma_heads_per_block(int64_t group);
 int64_t decode_attention_mma_split_keys();
+int64_t decode_attention_mma_blocks_per_sm(int64_t head_dim);
 cudaError_t decode_attention_mma(const AttentionLaunch& a, cudaStream_t stream);
 // attention_prefill.cu: the same for many new tokens on the tensor cores (F16 caches, heads of 64
 // or 128, no token trees; `splits` and `partial` unused). tiles: [tile_count][2] ints, a
