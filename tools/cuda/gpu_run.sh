@@ -420,13 +420,15 @@ if [[ " $stages " == *" compare "* ]]; then
 fi
 if [[ " $stages " == *" steps "* ]]; then
   # Decode after 1K and 16K tokens on every file (STEP_FILES, default the three Qwen3-8B-shaped
-  # files) under each configuration of STEP_CONFIGS, A B A B: which decode attention helps the
-  # whole step on which weights (the tensor-core kernel slowed the Q8_0 and BF16 steps,
-  # 2026-12-05), and whether programmatic dependent launch is why.
-  IFS=';' read -ra sconfigs <<<"${STEP_CONFIGS:-TERN_CUDA_ATTN=4;TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4 TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_PDL=0}"
+  # files) under each configuration of STEP_CONFIGS, STEP_ROUNDS rounds (default 1): which decode
+  # attention helps the whole step on which weights (the tensor-core kernel slowed the Q8_0 and
+  # BF16 steps, 2026-12-05), and why: programmatic dependent launch (PDL=0), the products'
+  # L2 prefetch of their weights while it runs (GEMV_PREFETCH=0), or its dependents starting
+  # as soon as its blocks have (ATTN_DEPENDENTS=late).
+  IFS=';' read -ra sconfigs <<<"${STEP_CONFIGS:-TERN_CUDA_ATTN=4;TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4 TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_GEMV_PREFETCH=0;TERN_CUDA_ATTN=mma TERN_CUDA_ATTN_DEPENDENTS=late}"
   for f in ${STEP_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}; do
     [ -e "$f" ] || { echo "steps: no $f" >>"$summary"; continue; }
-    for round in 1 2; do
+    for round in $(seq 1 "${STEP_ROUNDS:-1}"); do
       for c in "${sconfigs[@]}"; do
         envs=()
         [ "$c" != "-" ] && read -ra envs <<<"$c"

@@ -56,8 +56,13 @@ constexpr size_t shared_bytes() {
 
 template <int D, int S>
 __global__ void __launch_bounds__(32 * kWarps)
-    decode_attention_mma_kernel(AttentionLaunch a, int group, int head_chunks) {
-  pdl_launch_dependents();
+    decode_attention_mma_kernel(AttentionLaunch a, int group, int head_chunks,
+                                bool late_dependents) {
+  // The kernels after this one may start (and prefetch their weights into L2) once every block
+  // of it has started, or, late_dependents, once each block has done its keys (A/B: this
+  // kernel leaves registers free, so the products after it come on early; see decode_kernel in
+  // attention.cu).
+  if (!late_dependents) pdl_launch_dependents();
   pdl_wait();
 
   constexpr int kRow = stage_row_halves<D>();
@@ -218,9 +223,10 @@ __global__ void __launch_bounds__(32 * kWarps)
     __syncwarp();  // the stage is refilled by the next iteration
   }
   cp_async_wait<0>();
+  if (late_dependents) pdl_launch_dependents();
 
-  // The column's sum over its 8 lanes; then the warps' states through shared memory (over the
-  // stages, once every warp is done with them).
+    // The column's sum over its 8 lanes; then the warps' states through shared memory (over the
+    // stages, once every warp is done with them).
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -266,8 +272,12 @@ cudaError_t launch(const AttentionLaunch& a, int group, cudaStream_t stream) {
   const int chunks = (group + kHeads - 1) / kHeads;
   const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
                   static_cast<unsigned>(a.splits));
+  static const bool late = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_DEPENDENTS");
+    return v != nullptr && std::strcmp(v, "late") == 0;
+  }();
   return launch_pdl_shared(decode_attention_mma_kernel<D, S>, grid, 32 * kWarps, bytes, stream, a,
-                           group, chunks);
+                           group, chunks, late);
 }
 
 }  // namespace
