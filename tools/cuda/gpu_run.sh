@@ -204,7 +204,7 @@ fi
 if [[ " $stages " == *" attn "* ]]; then
   # Decode attention (tern-cuda-bench --attention: one token over 512 to 32K keys) under
   # ATTN_CONFIGS, A B A B, after the attention cases of cuda_device_test with each.
-  IFS=';' read -ra aconfigs <<<"${ATTN_CONFIGS:--;TERN_CUDA_ATTN_PIPE=1}"
+  IFS=';' read -ra aconfigs <<<"${ATTN_CONFIGS:--;TERN_CUDA_ATTN=mma}"
   for c in "${aconfigs[@]}"; do
     envs=()
     [ "$c" != "-" ] && read -ra envs <<<"$c"
@@ -311,7 +311,7 @@ fi
 if [[ " $stages " == *" decode16k "* ]]; then
   # Decode after 16K tokens of context (MODEL) under ATTN_CONFIGS, A B.
   model=${MODEL:-/tmp/q4km.gguf}
-  IFS=';' read -ra aconfigs <<<"${ATTN_CONFIGS:--;TERN_CUDA_ATTN_PIPE=1}"
+  IFS=';' read -ra aconfigs <<<"${ATTN_CONFIGS:--;TERN_CUDA_ATTN=mma}"
   for c in "${aconfigs[@]}"; do
     envs=()
     [ "$c" != "-" ] && read -ra envs <<<"$c"
