@@ -425,7 +425,7 @@ if [[ " $stages " == *" steps "* ]]; then
   # BF16 steps, 2026-12-05), and why: programmatic dependent launch (PDL=0), the products'
   # L2 prefetch of their weights while it runs (GEMV_PREFETCH=0), or its dependents starting
   # as soon as its blocks have (ATTN_DEPENDENTS=late).
-  IFS=';' read -ra sconfigs <<<"${STEP_CONFIGS:-TERN_CUDA_ATTN=4;TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4 TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_GEMV_PREFETCH=0;TERN_CUDA_ATTN=mma TERN_CUDA_ATTN_DEPENDENTS=late}"
+  IFS=';' read -ra sconfigs <<<"${STEP_CONFIGS:-TERN_CUDA_ATTN=4;TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4 TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_PDL=0;TERN_CUDA_ATTN=mma TERN_CUDA_GEMV_PREFETCH=0;TERN_CUDA_ATTN=4 TERN_CUDA_GEMV_PREFETCH=0;TERN_CUDA_ATTN=mma TERN_CUDA_ATTN_DEPENDENTS=late}"
   for f in ${STEP_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}; do
     [ -e "$f" ] || { echo "steps: no $f" >>"$summary"; continue; }
     for round in $(seq 1 "${STEP_ROUNDS:-1}"); do
