@@ -3,7 +3,8 @@
 // second): decode GEMV per weight type and kernel (int8 activations or F32), the prefill GEMM,
 // and decode attention over 1K and 16K tokens of F16 KV. One line per case, a table at the end.
 //   tern-cuda-bench [--quick | --decode | --attention]   (--decode: n = 1 products of Q4_K/Q6_K/
-//   Q8_0 only, and attention; --attention: decode attention only, over 512 to 32K tokens)
+//   Q8_0 only, and attention; --attention: decode attention only, over 512 to 32K tokens, and
+//   prefill attention of 512 tokens after 1K and 16K)
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -252,6 +253,53 @@ int run(bool quick, bool decode, bool attention_only) {
     const std::string what =
         fmt::format("attention decode ctx {} (32/8 heads of 128, F16)", context);
     fmt::print("{}: {:.4f} ms, {:.0f} GB/s of KV\n", what, ms, gbs);
+    rows.push_back({what, eager, ms, gbs, gbs / copy_gbs});
+  }
+  if (!d.synchronize()) return 1;
+
+  // Prefill attention: 512 new tokens after 1K and 16K tokens of context (the same heads), the
+  // tensor-core prefill kernel (attention_prefill.cu; TERN_CUDA_ATTN_PREFILL picks its variant).
+  // TFLOP/s counts the QK and PV products once (the split-f16 halves double the mma work).
+  for (int64_t context :
+       attention_only ? std::vector<int64_t>{1024, 16384} : std::vector<int64_t>{}) {
+    const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16, fresh = 512;
+    const int64_t blocks = (context + fresh) / bs + 1;
+    const size_t cache_bytes = static_cast<size_t>(blocks * bs * kv_heads * hd) * 2;
+    std::vector<uint16_t> kv(cache_bytes / 2);
+    for (auto& v : kv) v = float_to_fp16(normal(rng));
+    KvLayer layer;
+    layer.block_size = bs;
+    layer.kv_heads = kv_heads;
+    layer.head_dim = hd;
+    layer.k.type = layer.v.type = TensorType::F16;
+    layer.k.data = upload(kv.data(), cache_bytes);
+    layer.v.data = upload(kv.data(), cache_bytes);
+    std::vector<int32_t> table(static_cast<size_t>(blocks));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    std::vector<float> q(static_cast<size_t>(fresh * heads * hd));
+    for (auto& v : q) v = normal(rng);
+    Tensor tq, to;
+    tq.data = upload(q.data(), q.size() * 4);
+    tq.ne = {hd, heads, fresh, 1};
+    to.data = upload(q.data(), q.size() * 4);
+    to.ne = tq.ne;
+    AttentionSequence seq;
+    seq.first_token = 0;
+    seq.token_count = fresh;
+    seq.first_position = context;
+    seq.block_table = table;
+    AttentionParams p;
+    p.scale = 0.088f;
+    const double eager = time_ms(stream, 5, [&] { d.attention(tq, layer, {&seq, 1}, p, to); });
+    const double ms = graph_ms(stream, 5, [&] { d.attention(tq, layer, {&seq, 1}, p, to); });
+    const double scores = static_cast<double>(fresh) * static_cast<double>(context) +
+                          0.5 * static_cast<double>(fresh * (fresh + 1));
+    const double tflops = 4.0 * scores * static_cast<double>(heads * hd) / (ms * 1e9);
+    const double bytes = 2.0 * static_cast<double>((context + fresh) * kv_heads * hd * 2);
+    const double gbs = bytes / (ms * 1e6);
+    const std::string what = fmt::format(
+        "attention prefill 512 after {} (32/8 heads of 128, F16): {:.0f} TFLOP/s", context, tflops);
+    fmt::print("{}: {:.4f} ms\n", what, ms);
     rows.push_back({what, eager, ms, gbs, gbs / copy_gbs});
   }
   if (!d.synchronize()) return 1;
