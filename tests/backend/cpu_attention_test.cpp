@@ -188,6 +188,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{4, 1, 256, TensorType::F16, {40}, {60}, 32},
         Case{8, 2, 64, TensorType::Q8_0, {0, 64}, {64, 3}, 0, 30.0f},
         Case{8, 1, 32, TensorType::Q8_0, {500}, {1}, 128},
+        // Decode after long contexts, where the keys are split over the threads and the parts
+        // merged: SmolLM2's heads (a part of 1,023 keys ends mid-block), Gemma's one KV head under
+        // a window, two sequences of different lengths, a token tree over split keys.
+        Case{9, 3, 64, TensorType::F16, {2047}, {1}},
+        Case{4, 1, 256, TensorType::F16, {1500}, {1}, 600},
+        Case{8, 2, 64, TensorType::BF16, {3000, 700}, {1, 1}},
+        Case{8, 1, 64, TensorType::F16, {1200}, {4}, 0, 0.0f, {{-1, 0, 0, 1}}},
         // Token trees (speculative decoding's verify pass): a small tree after a prefix; a causal
         // sequence beside a tree in one batch; the largest tree (64 tokens, a binary tree over
         // several key blocks); a tree under a sliding window with soft-capping.

@@ -1,8 +1,13 @@
-// Work items are (sequence, KV head, query heads of its group, a tile of consecutive new tokens):
-// every key/value block an item needs is converted to float once and then used by all of the
-// item's query rows (tile tokens x heads), instead of once per token. Items are handed out from a
-// shared counter, the most expensive (latest tokens, most keys) first, so the causal triangle
-// does not leave one thread with three quarters of the work.
+// Work items are (sequence, KV head, query heads of its group, a tile of consecutive new tokens,
+// a range of keys): every key/value block an item needs is converted to float once and then used
+// by all of the item's query rows (tile tokens x heads), instead of once per token. Items are
+// handed out from a shared counter, the most expensive (latest tokens, most keys) first, so the
+// causal triangle does not leave one thread with three quarters of the work.
+// With few new tokens (decode) and a long context there are fewer items than threads: the keys
+// are then split (flash-decoding), each part writing its rows' (max, sum, accumulator) and a
+// merge combining them, so that each key row is read from memory once a step. (Splitting the
+// query heads instead, as short contexts still do, read a KV head's rows once per part: on
+// SmolLM2 decode after 2K tokens the rows' conversion was 42% of the step, 2026-12-05.)
 //
 // Per query row and key block of kKeyBlock: scores = q . k (the 1/sqrt(d) scale is folded into
 // q), masked past the row's position and before its sliding window, then the online softmax
@@ -24,6 +29,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
@@ -290,15 +296,19 @@ void load_rows(const Tensor& store, const KvLayer& cache, const AttentionSequenc
                int64_t kv_head, int64_t first, int64_t count, int64_t stride, float* dst) {
   const size_t bytes = row_bytes(store.type, cache.head_dim);
   const auto* base = static_cast<const uint8_t*>(store.data);
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t p = first + j;
-    const int64_t slot =
-        seq.block_table[static_cast<size_t>(p / cache.block_size)] * cache.block_size +
-        p % cache.block_size;
+  const auto convert = kernels().f16_to_f32;
+  // The block and offset of the first position, then walked (no division a row).
+  int64_t block = first / cache.block_size, offset = first % cache.block_size;
+  for (int64_t j = 0; j < count; ++j, ++offset) {
+    if (offset == cache.block_size) {
+      ++block;
+      offset = 0;
+    }
+    const int64_t slot = seq.block_table[static_cast<size_t>(block)] * cache.block_size + offset;
     const uint8_t* row = base + static_cast<size_t>(slot * cache.kv_heads + kv_head) * bytes;
     float* d = dst + j * stride;
     if (store.type == TensorType::F16) {
-      kernels().f16_to_f32(reinterpret_cast<const uint16_t*>(row), d, cache.head_dim);
+      convert(reinterpret_cast<const uint16_t*>(row), d, cache.head_dim);
     } else if (store.type == TensorType::F32) {
       std::memcpy(d, row, static_cast<size_t>(cache.head_dim) * sizeof(float));
     } else {
@@ -316,7 +326,16 @@ struct WorkItem {
   int64_t kv_head;
   int64_t head_begin, head_end;  // query heads (absolute)
   int64_t cost;
+  // Key positions [key_begin, key_end) (multiples of kKeyBlock but the ends); a key split's
+  // items write their rows' partial state at `partial` (the first of its rows) instead of out.
+  int64_t key_begin = 0, key_end = INT64_MAX;
+  int64_t partial = -1;
 };
+
+// A key split's state of one query row: the running max and sum, then the accumulator.
+int64_t partial_floats(int64_t stride) {
+  return stride + 2;
+}
 
 // Per-thread buffers of one item.
 struct ItemBuffers {
@@ -340,7 +359,7 @@ struct ItemBuffers {
 };
 
 void run_item(const WorkItem& it, const Tensor& q, const KvLayer& cache,
-              const AttentionParams& params, Tensor& out, ItemBuffers& buf) {
+              const AttentionParams& params, Tensor& out, float* partials, ItemBuffers& buf) {
   const int64_t head_dim = q.ne[0], heads = q.ne[1], stride = padded(head_dim);
   const int64_t nh = it.head_end - it.head_begin, rows = it.tokens * nh;
   const AttentionSequence& seq = *it.seq;
@@ -361,9 +380,10 @@ void run_item(const WorkItem& it, const Tensor& q, const KvLayer& cache,
   auto window_start = [&](int64_t pos) {
     return params.sliding_window > 0 ? std::max<int64_t>(0, pos - params.sliding_window + 1) : 0;
   };
-  const int64_t begin = window_start(first_pos) / kKeyBlock * kKeyBlock;
-  for (int64_t block = begin; block <= last_pos; block += kKeyBlock) {
-    const int64_t count = std::min(kKeyBlock, last_pos + 1 - block);
+  const int64_t begin = std::max(window_start(first_pos) / kKeyBlock * kKeyBlock, it.key_begin);
+  const int64_t end = std::min(last_pos + 1, it.key_end);
+  for (int64_t block = begin; block < end; block += kKeyBlock) {
+    const int64_t count = std::min(kKeyBlock, end - block);
     load_rows(cache.k, cache, seq, it.kv_head, block, count, stride, buf.k.data());
     bool v_loaded = false;
     for (int64_t r = 0; r < rows; ++r) {
@@ -403,6 +423,15 @@ void run_item(const WorkItem& it, const Tensor& q, const KvLayer& cache,
       k.accumulate(s, buf.v.data() + (lo - block) * stride, n, stride, acc);
     }
   }
+  if (it.partial >= 0) {  // a key split: the rows' state, for merge_key_splits
+    for (int64_t r = 0; r < rows; ++r) {
+      float* state = partials + (it.partial + r) * partial_floats(stride);
+      state[0] = buf.max[static_cast<size_t>(r)];
+      state[1] = buf.total[static_cast<size_t>(r)];
+      std::copy_n(buf.acc.data() + r * stride, stride, state + 2);
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = r / nh, h = it.head_begin + r % nh;
     float* o = out.f32() + ((seq.first_token + it.first_token + t) * heads + h) * head_dim;
@@ -419,16 +448,35 @@ void cpu_attention(const Tensor& q, const KvLayer& cache,
                    Tensor& out, ThreadPool& pool) {
   const int64_t heads = q.ne[1];
   const int64_t kv_heads = cache.kv_heads, group = heads / kv_heads;
-  int64_t tokens = 0;
-  for (const auto& s : sequences) tokens += s.token_count;
-  // Enough items to keep every thread busy: split a group's heads when tokens x kv heads is small.
+  const int64_t stride = padded(q.ne[0]);
+  const auto threads = static_cast<int64_t>(pool.size());
+  int64_t tokens = 0, most_keys = 0;
+  for (const auto& s : sequences) {
+    tokens += s.token_count;
+    const int64_t keys = s.first_position + s.token_count;
+    most_keys = std::max(most_keys,
+                         params.sliding_window > 0 ? std::min(keys, params.sliding_window) : keys);
+  }
+  // Few items for the threads: split the keys when there are enough of them (each part at least
+  // kMinSplitKeys), else the group's query heads.
+  constexpr int64_t kMinSplitKeys = 256;
+  int64_t key_splits = 1;
+  while (tokens * kv_heads * key_splits < threads * 2 &&
+         most_keys >= 2 * key_splits * kMinSplitKeys) {
+    key_splits *= 2;
+  }
   int64_t splits = 1;
-  while (splits < group && tokens * kv_heads * splits < static_cast<int64_t>(pool.size()) * 2)
-    splits *= 2;
+  while (key_splits == 1 && splits < group && tokens * kv_heads * splits < threads * 2) splits *= 2;
   splits = std::min(splits, group);
   const int64_t heads_per_item = (group + splits - 1) / splits;
   const int64_t tile = std::max<int64_t>(1, kRowsPerItem / heads_per_item);
   std::vector<WorkItem> items;
+  // Key splits: the items of one (sequence, tile, KV head), consecutive in `split_groups`.
+  struct SplitGroup {
+    size_t first_item, count;
+  };
+  std::vector<SplitGroup> split_groups;
+  int64_t partial_rows = 0;
   for (const auto& s : sequences) {
     for (int64_t t0 = 0; t0 < s.token_count; t0 += tile) {
       const int64_t count = std::min(tile, s.token_count - t0);
@@ -436,6 +484,23 @@ void cpu_attention(const Tensor& q, const KvLayer& cache,
       const int64_t keys =
           params.sliding_window > 0 ? std::min(last, params.sliding_window + count) : last;
       for (int64_t h = 0; h < kv_heads; ++h) {
+        if (key_splits > 1) {
+          // Equal parts of the keys the tile can see, in whole key blocks.
+          const int64_t first_key = std::max<int64_t>(0, last - keys) / kKeyBlock * kKeyBlock;
+          const int64_t per = ((last - first_key + key_splits - 1) / key_splits + kKeyBlock - 1) /
+                              kKeyBlock * kKeyBlock;
+          const size_t group_first = items.size();
+          for (int64_t k0 = first_key; k0 < last; k0 += per) {
+            WorkItem it{&s, t0, count, h, h * group, (h + 1) * group, count * group * per};
+            it.key_begin = k0;
+            it.key_end = std::min(last, k0 + per);
+            it.partial = partial_rows;
+            partial_rows += count * group;
+            items.push_back(it);
+          }
+          split_groups.push_back({group_first, items.size() - group_first});
+          continue;
+        }
         for (int64_t p = 0; p < splits; ++p) {
           const int64_t b = group * p / splits, e = group * (p + 1) / splits;
           if (b < e)
@@ -445,15 +510,47 @@ void cpu_attention(const Tensor& q, const KvLayer& cache,
       }
     }
   }
-  std::stable_sort(items.begin(), items.end(),
-                   [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
+  std::vector<float> partials(static_cast<size_t>(partial_rows * partial_floats(stride)));
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return items[a].cost > items[b].cost; });
   std::atomic<size_t> next{0};
   const size_t workers = std::min(pool.size(), items.size());
   pool.parallel_for(workers, [&](size_t, size_t, size_t) {
     ItemBuffers buf;
-    for (size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1))
-      run_item(items[i], q, cache, params, out, buf);
+    for (size_t i = next.fetch_add(1); i < order.size(); i = next.fetch_add(1))
+      run_item(items[order[i]], q, cache, params, out, partials.data(), buf);
   });
+  // The key splits' rows merged: each part's sum and accumulator scaled to the largest max.
+  const int64_t head_dim = q.ne[0];
+  for (const SplitGroup& g : split_groups) {
+    const WorkItem& first = items[g.first_item];
+    const int64_t nh = first.head_end - first.head_begin, rows = first.tokens * nh;
+    for (int64_t r = 0; r < rows; ++r) {
+      float row_max = -INFINITY;
+      for (size_t i = 0; i < g.count; ++i) {
+        const float* state =
+            partials.data() + (items[g.first_item + i].partial + r) * partial_floats(stride);
+        row_max = std::max(row_max, state[0]);
+      }
+      const int64_t t = r / nh, h = first.head_begin + r % nh;
+      float* o =
+          out.f32() + ((first.seq->first_token + first.first_token + t) * heads + h) * head_dim;
+      std::fill_n(o, head_dim, 0.0f);
+      float total = 0.0f;
+      for (size_t i = 0; i < g.count; ++i) {
+        const float* state =
+            partials.data() + (items[g.first_item + i].partial + r) * partial_floats(stride);
+        if (state[0] == -INFINITY) continue;  // no key of this part seen by the row
+        const float f = std::exp(state[0] - row_max);
+        total += state[1] * f;
+        for (int64_t d = 0; d < head_dim; ++d) o[d] += state[2 + d] * f;
+      }
+      const float inv = 1.0f / total;
+      for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
+    }
+  }
 }
 
 }  // namespace tern
