@@ -11,6 +11,7 @@ edits it, not of the kernel (that is cuda_device_test's attention cases on the G
 """
 import numpy as np
 
+from mirror_cases import paged_case
 from ptx_fragments import ldmatrix_x4, movmatrix_trans
 
 rng = np.random.default_rng(5)
@@ -199,12 +200,7 @@ cases = ((64, 9, 3, 70, 1, 1, 0, 0.0, False, 16),     # SmolLM2's heads, one spl
          (64, 4, 2, 60, 1, 3, 37, 0.0, False, 8),     # blocks of 8 tokens: every tile straddles
          (64, 4, 2, 33, 5, 2, 0, 0.0, True, 16))      # a token tree of 5 nodes
 for D, heads, kv_heads, cached, fresh, splits, window, softcap, tree, bs in cases:
-    blocks = (cached + fresh + bs - 1) // bs
-    table = rng.permutation(blocks + 3)[:blocks]  # scattered pages
-    slots = (blocks + 3) * bs
-    kc = rng.normal(size=(slots * kv_heads, D)).astype(np.float16)
-    vc = rng.normal(size=(slots * kv_heads, D)).astype(np.float16)
-    q = rng.normal(size=(fresh, heads, D)).astype(np.float32)
+    table, kc, vc, q = paged_case(rng, cached, fresh, heads, kv_heads, D, bs)
     # Tree: node i sees itself and its ancestors (parents: 0 <- 1, 0 <- 2, 1 <- 3, 2 <- 4).
     parents = [-1, 0, 0, 1, 2]
     masks = None

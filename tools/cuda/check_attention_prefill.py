@@ -10,6 +10,7 @@ is cuda_device_test's attention cases with TERN_CUDA_ATTN_PREFILL=1 on the GPU).
 """
 import numpy as np
 
+from mirror_cases import paged_case
 from ptx_fragments import ldmatrix_x4
 
 rng = np.random.default_rng(2)
@@ -222,12 +223,7 @@ def reference(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos
 for D, heads, kv_heads, cached, fresh, window, softcap in (
         (64, 4, 2, 0, 70, 0, 0.0), (64, 2, 1, 40, 75, 50, 0.0), (128, 2, 2, 10, 40, 0, 30.0)):
     block_size = 16
-    blocks = (cached + fresh + block_size - 1) // block_size
-    table = rng.permutation(blocks + 3)[:blocks]  # scattered pages
-    slots = (blocks + 3) * block_size
-    kc = rng.normal(size=(slots * kv_heads, D)).astype(np.float16)
-    vc = rng.normal(size=(slots * kv_heads, D)).astype(np.float16)
-    q = rng.normal(size=(fresh, heads, D)).astype(np.float32)
+    table, kc, vc, q = paged_case(rng, cached, fresh, heads, kv_heads, D, block_size)
     scale = 1.0 / np.sqrt(D)
     want = reference(q, kc, vc, table, block_size, kv_heads, 0, fresh, cached, window, softcap, scale)
     for async_tiles in (False, True):

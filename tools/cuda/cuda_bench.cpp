@@ -217,9 +217,11 @@ int run(bool quick, bool decode, bool attention_only) {
   const std::vector<int64_t> contexts = attention_only
                                             ? std::vector<int64_t>{512, 4096, 16384, 32768}
                                             : std::vector<int64_t>{512, 1024, 16384};
-  for (int64_t context : contexts) {
-    const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16;
-    const int64_t blocks = context / bs + 1;
+  const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16;
+  // An F16 cache layer of `positions` keys (random, the same bytes for K and V) and its block
+  // table, on the device.
+  auto cache_layer = [&](int64_t positions, std::vector<int32_t>& table) {
+    const int64_t blocks = positions / bs + 1;
     const size_t cache_bytes = static_cast<size_t>(blocks * bs * kv_heads * hd) * 2;
     std::vector<uint16_t> kv(cache_bytes / 2);
     for (auto& v : kv) v = float_to_fp16(normal(rng));
@@ -230,8 +232,13 @@ int run(bool quick, bool decode, bool attention_only) {
     layer.k.type = layer.v.type = TensorType::F16;
     layer.k.data = upload(kv.data(), cache_bytes);
     layer.v.data = upload(kv.data(), cache_bytes);
-    std::vector<int32_t> table(static_cast<size_t>(blocks));
+    table.resize(static_cast<size_t>(blocks));
     for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    return layer;
+  };
+  for (int64_t context : contexts) {
+    std::vector<int32_t> table;
+    const KvLayer layer = cache_layer(context, table);
     std::vector<float> q(static_cast<size_t>(heads * hd));
     for (auto& v : q) v = normal(rng);
     Tensor tq, to;
@@ -262,20 +269,9 @@ int run(bool quick, bool decode, bool attention_only) {
   // TFLOP/s counts the QK and PV products once (the split-f16 halves double the mma work).
   for (int64_t context :
        attention_only ? std::vector<int64_t>{1024, 16384} : std::vector<int64_t>{}) {
-    const int64_t heads = 32, kv_heads = 8, hd = 128, bs = 16, fresh = 512;
-    const int64_t blocks = (context + fresh) / bs + 1;
-    const size_t cache_bytes = static_cast<size_t>(blocks * bs * kv_heads * hd) * 2;
-    std::vector<uint16_t> kv(cache_bytes / 2);
-    for (auto& v : kv) v = float_to_fp16(normal(rng));
-    KvLayer layer;
-    layer.block_size = bs;
-    layer.kv_heads = kv_heads;
-    layer.head_dim = hd;
-    layer.k.type = layer.v.type = TensorType::F16;
-    layer.k.data = upload(kv.data(), cache_bytes);
-    layer.v.data = upload(kv.data(), cache_bytes);
-    std::vector<int32_t> table(static_cast<size_t>(blocks));
-    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    const int64_t fresh = 512;
+    std::vector<int32_t> table;
+    const KvLayer layer = cache_layer(context + fresh, table);
     std::vector<float> q(static_cast<size_t>(fresh * heads * hd));
     for (auto& v : q) v = normal(rng);
     Tensor tq, to;

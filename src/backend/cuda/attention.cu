@@ -177,11 +177,9 @@ __global__ void __launch_bounds__(32 * kWarps)
 
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int64_t hd = a.head_dim;
-  const int hc = static_cast<int>(blockIdx.x % head_chunks);
-  const int64_t tk = blockIdx.x / head_chunks;  // token * kv_heads + kv head
-  const int64_t kvh = tk % a.kv_heads, token = tk / a.kv_heads;
-  const int64_t h0 = kvh * group + hc * G;
-  const int gcount = min(G, group - hc * G);
+  const BlockHeads bh = block_heads<G>(a, group, head_chunks);
+  const int64_t kvh = bh.kv_head, token = bh.token, h0 = bh.first_head;
+  const int gcount = bh.count;
   const int split = static_cast<int>(blockIdx.y);
 
   const TokenKeys keys = token_keys(a, token, split);
@@ -312,11 +310,9 @@ __global__ void __launch_bounds__(32 * kWarps)
 
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int sub = lane % kGroupLanes, key_group = lane / kGroupLanes;
-  const int hc = static_cast<int>(blockIdx.x % head_chunks);
-  const int64_t tk = blockIdx.x / head_chunks;  // token * kv_heads + kv head
-  const int64_t kvh = tk % a.kv_heads, token = tk / a.kv_heads;
-  const int64_t h0 = kvh * group + hc * G;
-  const int gcount = min(G, group - hc * G);
+  const BlockHeads bh = block_heads<G>(a, group, head_chunks);
+  const int64_t kvh = bh.kv_head, token = bh.token, h0 = bh.first_head;
+  const int gcount = bh.count;
   const int split = static_cast<int>(blockIdx.y);
   const TokenKeys keys = token_keys(a, token, split);
   const bool f16 = a.kv_type == TensorType::F16;

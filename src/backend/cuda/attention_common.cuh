@@ -10,6 +10,21 @@
 
 namespace tern::cuda {
 
+// What a decode-attention block takes (grid x: token x KV head x chunk of its query heads, y: the
+// context split): its token, KV head, first query head and how many of its G heads are real.
+struct BlockHeads {
+  int64_t token, kv_head, first_head;
+  int count;
+};
+template <int G>
+__device__ __forceinline__ BlockHeads block_heads(const AttentionLaunch& a, int group,
+                                                  int head_chunks) {
+  const int chunk = static_cast<int>(blockIdx.x % head_chunks);
+  const int64_t tk = blockIdx.x / head_chunks;  // token * kv_heads + kv head
+  const int64_t kv_head = tk % a.kv_heads;
+  return {tk / a.kv_heads, kv_head, kv_head * group + chunk * G, min(G, group - chunk * G)};
+}
+
 // The cache slot of key position j: its block's entry in the sequence's table, then the offset in
 // the block. 32-bit division (positions stay far below 2^31): a 64-bit division by a runtime
 // divisor is a subroutine of ~70 instructions, and the decode kernels take one per key per lane.

@@ -72,11 +72,9 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int g = lane >> 2, t = lane & 3;
   __half* ring = reinterpret_cast<__half*>(shared) + warp * S * kStageHalves;
 
-  const int hc = static_cast<int>(blockIdx.x % head_chunks);
-  const int64_t tk = blockIdx.x / head_chunks;  // token * kv_heads + kv head
-  const int64_t kvh = tk % a.kv_heads, token = tk / a.kv_heads;
-  const int64_t h0 = kvh * group + hc * kHeads;
-  const int gcount = min(kHeads, group - hc * kHeads);
+  const BlockHeads bh = block_heads<kHeads>(a, group, head_chunks);
+  const int64_t kvh = bh.kv_head, token = bh.token, h0 = bh.first_head;
+  const int gcount = bh.count;
   const int split = static_cast<int>(blockIdx.y);
   const TokenKeys keys = token_keys(a, token, split);
 
