@@ -206,13 +206,13 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
                 }
               }
               auto res = gen.generate(prompts[0], go);
-              if (res && res->reused_tokens < depth) {
-                ctx.exit_code = report_error(fmt::format(
-                    "the run reused {} of the {} context tokens", res->reused_tokens, depth));
-                return;
-              }
               if (!res) {
                 ctx.exit_code = report_error(res.error().message);
+                return;
+              }
+              if (res->reused_tokens < depth) {
+                ctx.exit_code = report_error(fmt::format(
+                    "the run reused {} of the {} context tokens", res->reused_tokens, depth));
                 return;
               }
               if (r == 0) continue;  // warm-up

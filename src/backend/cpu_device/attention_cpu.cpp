@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
@@ -441,6 +442,35 @@ void run_item(const WorkItem& it, const Tensor& q, const KvLayer& cache,
   }
 }
 
+// The rows of one (sequence, token tile, KV head) whose keys were split over `parts`: each part's
+// sum and accumulator scaled to the rows' largest max, added, and divided into out.
+void merge_key_splits(std::span<const WorkItem> parts, const float* partials, int64_t stride,
+                      int64_t heads, int64_t head_dim, Tensor& out) {
+  const WorkItem& first = parts.front();
+  const int64_t nh = first.head_end - first.head_begin, rows = first.tokens * nh;
+  auto state = [&](const WorkItem& part, int64_t r) {
+    return partials + (part.partial + r) * partial_floats(stride);
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    float row_max = -INFINITY;
+    for (const WorkItem& part : parts) row_max = std::max(row_max, state(part, r)[0]);
+    const int64_t t = r / nh, h = first.head_begin + r % nh;
+    float* o =
+        out.f32() + ((first.seq->first_token + first.first_token + t) * heads + h) * head_dim;
+    std::fill_n(o, head_dim, 0.0f);
+    float total = 0.0f;
+    for (const WorkItem& part : parts) {
+      const float* st = state(part, r);
+      if (st[0] == -INFINITY) continue;  // no key of this part seen by the row
+      const float f = std::exp(st[0] - row_max);
+      total += st[1] * f;
+      for (int64_t d = 0; d < head_dim; ++d) o[d] += st[2 + d] * f;
+    }
+    const float inv = 1.0f / total;
+    for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
+  }
+}
+
 }  // namespace
 
 void cpu_attention(const Tensor& q, const KvLayer& cache,
@@ -522,34 +552,9 @@ void cpu_attention(const Tensor& q, const KvLayer& cache,
     for (size_t i = next.fetch_add(1); i < order.size(); i = next.fetch_add(1))
       run_item(items[order[i]], q, cache, params, out, partials.data(), buf);
   });
-  // The key splits' rows merged: each part's sum and accumulator scaled to the largest max.
-  const int64_t head_dim = q.ne[0];
   for (const SplitGroup& g : split_groups) {
-    const WorkItem& first = items[g.first_item];
-    const int64_t nh = first.head_end - first.head_begin, rows = first.tokens * nh;
-    for (int64_t r = 0; r < rows; ++r) {
-      float row_max = -INFINITY;
-      for (size_t i = 0; i < g.count; ++i) {
-        const float* state =
-            partials.data() + (items[g.first_item + i].partial + r) * partial_floats(stride);
-        row_max = std::max(row_max, state[0]);
-      }
-      const int64_t t = r / nh, h = first.head_begin + r % nh;
-      float* o =
-          out.f32() + ((first.seq->first_token + first.first_token + t) * heads + h) * head_dim;
-      std::fill_n(o, head_dim, 0.0f);
-      float total = 0.0f;
-      for (size_t i = 0; i < g.count; ++i) {
-        const float* state =
-            partials.data() + (items[g.first_item + i].partial + r) * partial_floats(stride);
-        if (state[0] == -INFINITY) continue;  // no key of this part seen by the row
-        const float f = std::exp(state[0] - row_max);
-        total += state[1] * f;
-        for (int64_t d = 0; d < head_dim; ++d) o[d] += state[2 + d] * f;
-      }
-      const float inv = 1.0f / total;
-      for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
-    }
+    merge_key_splits({items.data() + g.first_item, g.count}, partials.data(), stride, heads,
+                     q.ne[0], out);
   }
 }
 
