@@ -10,7 +10,8 @@
 # decode, llama-bench's prefill), shapes (the GPU against the CPU on tiny shape variants under
 # SHAPE_CONFIGS), cpu (the CPU backend's tests on this machine's AVX-512 CPU, and the GPU against
 # its AVX2 path), attn (decode attention kernels under ATTN_CONFIGS), decode16k (decode after
-# 16K tokens under ATTN_CONFIGS), steps (decode after 1K / 16K on every file under
+# 16K tokens under ATTN_CONFIGS), stalls (ncu's full sections for the decode products:
+# memory-, latency- or issue-bound), steps (decode after 1K / 16K on every file under
 # STEP_CONFIGS), matrix (BENCHMARKS.md's prefill / decode table on every file
 # against llama-bench), greedy (REAL_MODELS on the GPU against the CPU, with the
 # default prefill and the int8 one), llama (start the developer's llama.cpp build in the
@@ -124,10 +125,11 @@ if [[ " $stages " == *" tests "* ]]; then
     >"$OUT/ops-attn-cores.log" 2>&1
   echo "cuda_device_test Attention with TERN_CUDA_ATTN_PREFILL=0 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-attn-cores.log" | head -10 >>"$summary"
-  # The attention kernels behind their switches: the tensor-core decode kernel
-  # (attention_decode_mma.cu) and the prefill kernel with cp.async tiles (attention_prefill.cu),
-  # each through the attention cases and the forward passes (token trees, chunks, decode).
-  for c in "TERN_CUDA_ATTN=mma" "TERN_CUDA_ATTN_PREFILL=2"; do
+  # The decode attention kernels at every length (the default takes v4 below 8K keys and the
+  # tensor-core kernel, attention_decode_mma.cu, from there) and the prefill kernel's plain tiles
+  # (attention_prefill.cu; cp.async tiles are the default), each through the attention cases and
+  # the forward passes (token trees, chunks, decode).
+  for c in "TERN_CUDA_ATTN=mma" "TERN_CUDA_ATTN=4" "TERN_CUDA_ATTN_PREFILL=1"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
     echo "cuda_device_test Attention with $c rc=$?" >>"$summary"
@@ -284,25 +286,29 @@ if [[ " $stages " == *" matrix "* ]]; then
   # `model` and `files` write, then REAL_MODELS): tern bench's prefill of 512 and 4,096 tokens
   # after 1K and 16K tokens of context (-d) and decode of 128 and 512 tokens after 1K and 16K
   # tokens, then llama-bench's same tests on the same file (pp512 / pp4096, tg128 / tg512 at
-  # depth 1024 and 16384).
+  # depth 1024 and 16384). MATRIX_DECODE_ONLY=1: the decode tests only.
   L=/tmp/llama/bin
   files=${MATRIX_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}
   [ -n "${REAL_MODELS:-}" ] && files="$files ${REAL_MODELS//:/ }"
   for f in $files; do
     [ -e "$f" ] || { echo "matrix: no $f" >>"$summary"; continue; }
     name=$(basename "$f" .gguf)
-    timeout 240 $T/bin/tern bench --device cuda -m "$f" -d 1024 -d 16384 -p 512 -p 4096 -n 1 -r 2 \
-      >"$OUT/matrix-$name-prefill.log" 2>&1
-    echo "matrix $name: tern prefill after 1K / 16K tokens rc=$?" >>"$summary"
-    grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-prefill.log" >>"$summary"
+    if [ -z "${MATRIX_DECODE_ONLY:-}" ]; then
+      timeout 240 $T/bin/tern bench --device cuda -m "$f" -d 1024 -d 16384 -p 512 -p 4096 -n 1 -r 2 \
+        >"$OUT/matrix-$name-prefill.log" 2>&1
+      echo "matrix $name: tern prefill after 1K / 16K tokens rc=$?" >>"$summary"
+      grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-prefill.log" >>"$summary"
+    fi
     timeout 240 $T/bin/tern bench --device cuda -m "$f" -p 1024 -p 16384 -n 128 -n 512 -r 2 \
       >"$OUT/matrix-$name-decode.log" 2>&1
     echo "matrix $name: tern decode rc=$?" >>"$summary"
     grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-decode.log" >>"$summary"
     wait_llama
     if [ -x $L/llama-bench ]; then
+      prefill=512,4096
+      [ -n "${MATRIX_DECODE_ONLY:-}" ] && prefill=0
       LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 300 $L/llama-bench -m "$f" -fa 1 -ngl 99 \
-        -p 512,4096 -n 128,512 -d 1024,16384 -r 2 >"$OUT/matrix-$name-llama.log" 2>&1
+        -p $prefill -n 128,512 -d 1024,16384 -r 2 >"$OUT/matrix-$name-llama.log" 2>&1
       echo "matrix $name: llama-bench rc=$?" >>"$summary"
       grep '^| [a-z]' "$OUT/matrix-$name-llama.log" | grep -v model >>"$summary"
     fi
@@ -389,6 +395,22 @@ if [[ " $stages " == *" profile "* ]]; then
   echo "ncu rc=$? in ${SECONDS} s" >>"$summary"
   python3 tools/cuda/ncu_summary.py "$OUT/ncu.csv" >"$OUT/ncu-summary.md" 2>&1
   head -40 "$OUT/ncu-summary.md" >>"$summary"
+fi
+if [[ " $stages " == *" stalls "* ]]; then
+  # Why a kernel of the decode step runs below the copy roofline: Nsight Compute's full sections
+  # (speed of light, memory workload, warp states, scheduler, occupancy) for STALL_KERNELS (';'-
+  # separated regexes, default the Q4_K_M step's row-pair products: gate/up and the others), two
+  # launches each, late in a decode run (cold L2 per launch). The text report goes to $OUT; the
+  # lines that answer "memory-bound, latency-bound or issue-bound" go to the summary.
+  IFS=';' read -ra kernels <<<"${STALL_KERNELS:-gemv_pair_glu_kernel;gemv_pair_kernel;gemv_pair_multi_kernel}"
+  for k in "${kernels[@]}"; do
+    log="$OUT/stalls-$(echo "$k" | tr -c 'A-Za-z0-9\n' '_').txt"
+    timeout 200 ncu --set full -k "regex:$k" --launch-skip "${STALL_SKIP:-400}" --launch-count 2 \
+      $T/bin/tern bench --device cuda -m "${STALL_MODEL:-/tmp/q4km.gguf}" -p 512 -n 16 -r 1 >"$log" 2>&1
+    echo "ncu --set full [$k] rc=$?" >>"$summary"
+    grep -E "^  [a-z_:<>,0-9 ]+\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|Achieved Occupancy|Registers Per Thread|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Stall|One or More Eligible|Waves Per SM|Block Limit" \
+      "$log" | head -60 >>"$summary"
+  done
 fi
 if [[ " $stages " == *" compare "* ]]; then
   # A B A B: tern bench (with TERN_CUDA_TIMING=1: where each decode step's time goes) and

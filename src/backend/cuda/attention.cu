@@ -586,54 +586,61 @@ void launch_v2(const AttentionLaunch& a, int group, cudaStream_t stream) {
   }
 }
 
-// The kernel attention() takes: v4 for F16/BF16 caches with heads of 64, 128 or 256, else v2.
-// TERN_CUDA_ATTN=mma takes the tensor-core kernel (attention_decode_mma.cu) for F16 caches with
-// those heads; =2 keeps v2 (A/B runs). The tensor-core kernel is not the default: measured
-// 2026-12-05 (H100, one block wave), it runs decode attention after 16K tokens in 37 us against
-// v4's 48, and the Qwen3-8B Q4_K_M decode step after 16K tokens 202.6 -> 217.8 tok/s, but the
-// Q8_0 step 235.9 -> 215.6 after 1K tokens and 178.6 -> 170.7 after 16K, BF16 159.7 -> 155.4
-// after 1K: the products around it ran slower (not yet explained; bench/cuda-notes.md).
-enum class DecodeKernel { kV2, kV4, kMma };
-DecodeKernel decode_kernel(TensorType kv_type, int64_t head_dim) {
+}  // namespace
+
+// The tensor-core kernel from this many keys on (the most a token of the batch sees). Measured
+// 2026-12-05 (H100, Qwen3-8B-shaped files, decode steps, `tern bench -p N -n 64`): after 16K
+// tokens it gains 7% on Q4_K_M, 2% on Q8_0 and 3.5% on BF16 (decode attention 48 -> 37 us a
+// layer); after 8K 5.5%, -1.3%, +0.7%; after 1-4K it loses 3-7% on Q8_0 and 1-3% on BF16 (the
+// products around it run slower; not explained) and gains 0-4% on Q4_K_M.
+constexpr int64_t kMmaFromKeys = 8192;
+
+DecodeAttentionKernel decode_attention_kernel(TensorType kv_type, int64_t head_dim, int64_t group,
+                                              int64_t max_keys) {
   static const int forced = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN");
     if (v == nullptr) return 0;
     return std::strcmp(v, "mma") == 0 ? 5 : std::atoi(v);
   }();
-  if (forced == 5 && decode_attention_mma_supported(kv_type, head_dim)) return DecodeKernel::kMma;
   const bool v4 = (kv_type == TensorType::F16 || kv_type == TensorType::BF16) &&
                   (head_dim == 64 || head_dim == 128 || head_dim == 256);
-  return v4 && forced != 2 ? DecodeKernel::kV4 : DecodeKernel::kV2;
+  // Groups that v4 cuts into uneven blocks (3 query heads a KV head: blocks of 2 and 1) read the
+  // keys twice with idle lanes; the tensor-core kernel takes up to 8 heads in one block.
+  // Measured 2026-12-05 (H100, SmolLM2-135M Q4_1, group 3, heads of 64): decode after 1K tokens
+  // 967 -> 1,050 tok/s, after 7K 807 -> 836.
+  const bool uneven =
+      v4 &&
+      group % v4_heads_per_block(static_cast<int>(group), static_cast<int>(head_dim / 64)) != 0;
+  const bool mma = decode_attention_mma_supported(kv_type, head_dim);
+  if (mma && (forced == 5 || (forced == 0 && (max_keys >= kMmaFromKeys || uneven))))
+    return DecodeAttentionKernel::kMma;
+  return v4 && forced != 2 ? DecodeAttentionKernel::kV4 : DecodeAttentionKernel::kV2;
 }
 
-}  // namespace
-
-int64_t attention_split_keys(TensorType kv_type, int64_t head_dim) {
-  switch (decode_kernel(kv_type, head_dim)) {
-    case DecodeKernel::kMma:
+int64_t attention_split_keys(DecodeAttentionKernel kernel) {
+  switch (kernel) {
+    case DecodeAttentionKernel::kMma:
       return decode_attention_mma_split_keys();
-    case DecodeKernel::kV4:
+    case DecodeAttentionKernel::kV4:
       return kV4KeysPerPass;
     default:
       return 64;
   }
 }
 
-int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t group) {
-  switch (decode_kernel(kv_type, head_dim)) {
-    case DecodeKernel::kMma:
+int64_t attention_heads_per_block(DecodeAttentionKernel kernel, int64_t head_dim, int64_t group) {
+  switch (kernel) {
+    case DecodeAttentionKernel::kMma:
       return decode_attention_mma_heads_per_block(group);
-    case DecodeKernel::kV4:
+    case DecodeAttentionKernel::kV4:
       return v4_heads_per_block(static_cast<int>(group), static_cast<int>(head_dim / 64));
     default:
       return v2_heads_per_block(static_cast<int>(group));
   }
 }
 
-int64_t attention_blocks_per_sm(TensorType kv_type, int64_t head_dim) {
-  return decode_kernel(kv_type, head_dim) == DecodeKernel::kMma
-             ? decode_attention_mma_blocks_per_sm(head_dim)
-             : 4;
+int64_t attention_blocks_per_sm(DecodeAttentionKernel kernel, int64_t head_dim) {
+  return kernel == DecodeAttentionKernel::kMma ? decode_attention_mma_blocks_per_sm(head_dim) : 4;
 }
 
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
@@ -646,12 +653,11 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   const int group = static_cast<int>(a.heads / a.kv_heads);
   bool launched = false;
-  const DecodeKernel kernel = decode_kernel(a.kv_type, a.head_dim);
-  if (kernel == DecodeKernel::kMma) {
+  if (a.decode_kernel == DecodeAttentionKernel::kMma) {
     const cudaError_t status = decode_attention_mma(a, stream);
     if (status != cudaSuccess) return status;
     launched = true;
-  } else if (kernel == DecodeKernel::kV4) {
+  } else if (a.decode_kernel == DecodeAttentionKernel::kV4) {
     launched = a.head_dim == 64    ? launch_v4<1>(a, group, stream)
                : a.head_dim == 128 ? launch_v4<2>(a, group, stream)
                                    : launch_v4<4>(a, group, stream);

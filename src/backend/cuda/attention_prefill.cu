@@ -22,11 +22,14 @@
 // the prefill rate without context, i.e. ~2.3 ms a layer for 512 x 16,896 scores of 32 heads:
 // ~124 TFLOP/s of f16 products counting the split's doubling, ~13% of the H100's dense f16
 // peak): a block loads each key tile, waits, then computes.
-// TERN_CUDA_ATTN_PREFILL=2 takes the kAsync variant below (cp.async double buffering, ldmatrix
-// fragments; compiled and mirrored in numpy, not yet run on a GPU).
-// Taken by default for F16 caches with heads of 64 or 128 and no token trees
-// (TERN_CUDA_ATTN_PREFILL=0: the CUDA-core kernels); cuda_device_test's attention cases and
-// cuda_forward_test run through it.
+// The kAsync variant below (cp.async double buffering, ldmatrix fragments) is the default since
+// it was measured (2026-12-05, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128
+// after 16K keys: 2.39 -> 1.53 ms, 58 -> 91 TFLOP/s of f16 products counting the split's
+// doubling, ~9% of the dense f16 peak; `tern bench -d 1024 -d 16384 -p 512 -p 4096 -n 1`, Q4_K_M:
+// prefill after 16K tokens 4,439 / 4,208 -> 6,170 / 5,991 tok/s, after 1K 14,172 / 12,277 ->
+// 14,875 / 14,326). TERN_CUDA_ATTN_PREFILL=1 takes the plain tiles (A/B runs).
+// Taken for F16 caches with heads of 64 or 128 and no token trees (TERN_CUDA_ATTN_PREFILL=0: the
+// CUDA-core kernels); cuda_device_test's attention cases and cuda_forward_test run through it.
 #include <cuda_fp16.h>
 
 #include <cstdlib>
@@ -43,11 +46,11 @@ constexpr int kWarps = 4;
 constexpr int kQueryTile = 16 * kWarps;  // query tokens a block
 constexpr int kKeyTile = 32;
 
-// kAsync (TERN_CUDA_ATTN_PREFILL=2, until measured): the key tiles are copied with cp.async into
-// two buffers, the next tile's copies in flight while the block multiplies the current one (the
-// plain kernel loads, waits, then computes), and the K and V fragments come from shared memory
-// through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of 16 two-byte
-// loads). The same products in the same order: the same results.
+// kAsync (the default; TERN_CUDA_ATTN_PREFILL=1 the plain tiles): the key tiles are copied with
+// cp.async into two buffers, the next tile's copies in flight while the block multiplies the
+// current one (the plain kernel loads, waits, then computes), and the K and V fragments come from
+// shared memory through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of
+// 16 two-byte loads). The same products in the same order: the same results.
 template <int D, bool kAsync>
 __global__ void __launch_bounds__(32 * kWarps)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
@@ -296,7 +299,7 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   static const bool async_tiles = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
-    return v != nullptr && std::strcmp(v, "2") == 0;
+    return v == nullptr || std::strcmp(v, "1") != 0;
   }();
   if (a.head_dim == 64) {
     if (async_tiles) {

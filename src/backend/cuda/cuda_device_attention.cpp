@@ -136,6 +136,8 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
             });
     return;
   }
+  const int64_t group = heads / cache.kv_heads;
+  a.decode_kernel = cuda::decode_attention_kernel(cache.k.type, head_dim, group, max_keys);
   // Enough blocks to fill the multiprocessors (cuda::attention_blocks_per_sm: 4 for v4 and v2,
   // one wave for the tensor-core kernel; TERN_CUDA_ATTN_SM_BLOCKS: another count, for A/B runs):
   // split long contexts when tokens x heads are few. A power of two, so that a decode step's
@@ -147,14 +149,13 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   }();
   const int64_t blocks_per_sm = forced_blocks_per_sm > 0
                                     ? forced_blocks_per_sm
-                                    : cuda::attention_blocks_per_sm(cache.k.type, head_dim);
-  const int64_t group = heads / cache.kv_heads;
-  const int64_t per_block = cuda::attention_heads_per_block(cache.k.type, head_dim, group);
+                                    : cuda::attention_blocks_per_sm(a.decode_kernel, head_dim);
+  const int64_t per_block = cuda::attention_heads_per_block(a.decode_kernel, head_dim, group);
   const int64_t blocks = tokens * cache.kv_heads * ((group + per_block - 1) / per_block);
   const int64_t target = blocks_per_sm * std::max(1, info_.multiprocessors);
   int64_t splits = 1;
   if (blocks < target) {
-    const int64_t per_split = cuda::attention_split_keys(cache.k.type, head_dim);
+    const int64_t per_split = cuda::attention_split_keys(a.decode_kernel);
     const int64_t want =
         std::min((target + blocks - 1) / blocks, (max_keys + per_split - 1) / per_split);
     while (splits * 2 <= want) splits *= 2;
@@ -186,6 +187,7 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
            u(a.softcap),
            u(a.window),
            static_cast<uint64_t>(a.splits),
+           static_cast<uint64_t>(a.decode_kernel),
            u(a.partial),
            u(a.ancestors)},
           [=]() -> Result<void> {

@@ -161,6 +161,9 @@ cudaError_t store_kv(TensorType type, void* k_cache, void* v_cache, const float*
                      cudaStream_t stream);
 
 // attention.cu: paged causal attention, split over the context (flash-decoding style).
+// The decode kernels attention() can take: v2 (any cache type), v4 (F16/BF16 caches, heads of 64,
+// 128 or 256), and the tensor-core one (attention_decode_mma.cu: F16 caches, those heads).
+enum class DecodeAttentionKernel : int32_t { kV2, kV4, kMma };
 struct AttentionLaunch {
   const float* q = nullptr;  // [tokens, heads, head_dim]
   float* out = nullptr;      // [tokens, heads, head_dim]
@@ -181,22 +184,29 @@ struct AttentionLaunch {
   // words (low, high); bit j lets it see its sequence's new token j (slot first_position + j).
   // Tokens of causal sequences carry all ones.
   const uint32_t* ancestors = nullptr;
+  // The decode kernel attention() runs (decode_attention_kernel picks it).
+  DecodeAttentionKernel decode_kernel = DecodeAttentionKernel::kV2;
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
-// The fewest keys a context split should get with the kernel that attention() picks for this
-// cache type and head size (v4 for F16/BF16 caches with heads of 64, 128 or 256; TERN_CUDA_ATTN=2
-// keeps v2).
-int64_t attention_split_keys(TensorType kv_type, int64_t head_dim);
-// The query heads one block of the kernel attention() picks holds (the rest of a group: more
-// blocks).
-int64_t attention_heads_per_block(TensorType kv_type, int64_t head_dim, int64_t group);
+// The one for this cache, GQA group (query heads a KV head) and the most keys a token of the
+// batch sees: the tensor-core kernel from 8K keys on, or for groups v4 would cut into uneven
+// blocks; v4 otherwise (measured 2026-12-05, H100, Qwen3-8B-shaped decode steps: the tensor-core
+// kernel +2-8% after 16K tokens on Q4_K_M / Q8_0 / BF16, but -3-5% on Q8_0 and BF16 after 1K;
+// attention.cu says more). TERN_CUDA_ATTN=mma / 4 / 2 takes one kernel everywhere (A/B runs).
+DecodeAttentionKernel decode_attention_kernel(TensorType kv_type, int64_t head_dim, int64_t group,
+                                              int64_t max_keys);
+// The fewest keys a context split should get with that kernel.
+int64_t attention_split_keys(DecodeAttentionKernel kernel);
+// The query heads one block of that kernel holds (the rest of a group: more blocks).
+int64_t attention_heads_per_block(DecodeAttentionKernel kernel, int64_t head_dim, int64_t group);
 // The blocks a multiprocessor should get (the host splits contexts until there are that many):
 // v4 and v2 4 (measured best on the H100 with two query heads a block), the tensor-core kernel
 // as many as fit at once (one wave: its warps keep their loads in flight through the split).
-int64_t attention_blocks_per_sm(TensorType kv_type, int64_t head_dim);
+int64_t attention_blocks_per_sm(DecodeAttentionKernel kernel, int64_t head_dim);
+// Runs a.decode_kernel (prefill_attention below is the many-token kernel).
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
 // attention_decode_mma.cu: the decode kernel on the tensor cores (F16 caches, heads of 64, 128 or
-// 256; token trees too), which attention() takes under TERN_CUDA_ATTN=mma; launches the split
+// 256; token trees too), which attention() takes for long contexts; launches the split
 // kernel only (attention() merges the splits).
 bool decode_attention_mma_supported(TensorType kv_type, int64_t head_dim);
 int64_t decode_attention_mma_heads_per_block(int64_t group);
