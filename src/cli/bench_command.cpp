@@ -34,7 +34,8 @@ Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t
   SchedulerOptions so;
   so.max_running = count;
   so.context = m.context;
-  so.prefix_cache = false;  // every run starts from nothing
+  so.step_tokens = m.prefill_chunk;  // the serving engine's budget a step
+  so.prefix_cache = false;           // every run starts from nothing
   Scheduler scheduler(*m.model, *m.cache, so);
   std::vector<int64_t> generated(prompts.size(), 0);
   int64_t started = 0;
@@ -153,8 +154,9 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     }
     nlohmann::json results = nlohmann::json::array();
     if (!a->json) {
-      fmt::print("model {} ({} {}), {}{}{}\n", m.path, m.info.architecture, m.info.quantization,
-                 m.device->name(), m.comm ? ", tensor parallel over " + m.comm->name() : "",
+      fmt::print("model {} ({} {}), {}{}, prefill in chunks of {} tokens{}\n", m.path,
+                 m.info.architecture, m.info.quantization, m.device->name(),
+                 m.comm ? ", tensor parallel over " + m.comm->name() : "", m.prefill_chunk,
                  a->temperature > 0.0f ? fmt::format(", sampled at temperature {:g} (top-p {:g})",
                                                      a->temperature, a->top_p)
                                        : std::string());

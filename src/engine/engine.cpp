@@ -32,9 +32,11 @@ void EventStream::push(Event event) {
 Engine::Engine(LoadedModel& model, EngineOptions options)
     : model_(model),
       options_(options),
-      scheduler_(*model.model, *model.cache,
-                 SchedulerOptions{options.parallel, options.step_tokens, model.context,
-                                  options.prefix_cache}) {
+      scheduler_(
+          *model.model, *model.cache,
+          SchedulerOptions{options.parallel,
+                           options.step_tokens > 0 ? options.step_tokens : model.prefill_chunk,
+                           model.context, options.prefix_cache}) {
   update_gauges();
   thread_ = std::thread([this] { loop(); });
 }

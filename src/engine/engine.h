@@ -18,11 +18,11 @@
 namespace tern {
 
 struct EngineOptions {
-  int64_t parallel = 4;       // sequences decoded together
-  int64_t step_tokens = 512;  // prefill chunk / token budget per step
-  int64_t max_queue = 64;     // requests waiting for a slot; more are refused (HTTP 429)
-  bool prefix_cache = true;   // reuse the KV of earlier requests that share a prefix
-  int64_t max_output = 0;     // cap on tokens generated per request (0: none); asking more is fine
+  int64_t parallel = 4;      // sequences decoded together
+  int64_t step_tokens = 0;   // prefill chunk / token budget per step; 0: the model's prefill chunk
+  int64_t max_queue = 64;    // requests waiting for a slot; more are refused (HTTP 429)
+  bool prefix_cache = true;  // reuse the KV of earlier requests that share a prefix
+  int64_t max_output = 0;    // cap on tokens generated per request (0: none); asking more is fine
 };
 
 inline constexpr int kErrorOverloaded = 429;  // Error::code of a refused submit

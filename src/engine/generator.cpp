@@ -49,7 +49,7 @@ Result<void> Generator::feed(std::span<const int32_t> tokens, int64_t chunk, boo
 Result<std::vector<float>> Generator::logits_for(std::span<const int32_t> tokens) {
   reset();
   std::vector<float> logits;
-  TERN_TRY(feed(tokens, 512, true, logits));
+  TERN_TRY(feed(tokens, m_.prefill_chunk, true, logits));
   return logits;
 }
 
@@ -90,8 +90,8 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   };
   auto start = Clock::now();
   std::vector<float> logits;
-  TERN_TRY(
-      feed(prompt.subspan(common), options.prefill_chunk, false, logits, greedy, draw_for_next()));
+  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : m_.prefill_chunk;
+  TERN_TRY(feed(prompt.subspan(common), chunk, false, logits, greedy, draw_for_next()));
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   StopMatcher stops(options.stop);

@@ -18,7 +18,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;     // stop strings (not part of the output)
   std::vector<int32_t> stop_tokens;  // besides the model's end-of-generation tokens
   bool ignore_eos = false;           // benchmarks: generate exactly max_tokens
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = 0;         // tokens a forward takes of the prompt; 0: the model's choice
 };
 
 enum class FinishReason { Stop, Length, Cancelled };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -301,6 +302,25 @@ Result<void> LoadedModel::follow() {
   return follow_leader(*model, *cache, *comm);
 }
 
+int64_t prefill_chunk_tokens(const ModelShape& shape, int64_t feed_forward, bool on_gpu) {
+  static const int64_t forced = [] {
+    const char* v = std::getenv("TERN_PREFILL_CHUNK");
+    const int64_t n = v == nullptr ? 0 : std::atoll(v);
+    return n >= 16 && n <= 65536 ? n : 0;
+  }();
+  if (forced > 0) return forced;
+  constexpr int64_t kCpuChunk = 512;
+  if (!on_gpu) return kCpuChunk;
+  const int64_t ffn = feed_forward > 0 ? feed_forward : 4 * shape.hidden;
+  const int64_t q = shape.heads * shape.head_dim, kv = shape.kv_heads * shape.head_dim;
+  const int64_t bytes_per_token =
+      4 * (4 * shape.hidden + q + 2 * kv + 3 * ffn) + 2 * std::max(shape.hidden, ffn);
+  constexpr int64_t kActivationBytes = int64_t{768} << 20;
+  int64_t chunk = 2048;
+  while (chunk > kCpuChunk && chunk * bytes_per_token > kActivationBytes) chunk /= 2;
+  return chunk;
+}
+
 Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
                                                      const LoadOptions& options) {
   auto m = std::make_unique<LoadedModel>();
@@ -314,6 +334,8 @@ Result<std::unique_ptr<LoadedModel>> load_model_file(const std::string& path,
   Result<void> cached = make_cache(*m, o, *on_gpu);
   if (m->comm) cached = agree(*m->comm, std::move(cached), "make its KV cache");
   TERN_TRY(cached);
+  m->prefill_chunk = prefill_chunk_tokens(
+      m->model->shape(), static_cast<int64_t>(m->info.feed_forward_length.value_or(0)), *on_gpu);
   if (m->comm && m->comm->rank() == 0) {
     m->group = std::make_shared<GroupStatus>();
     m->model = make_leader_model(std::move(m->model), *m->comm, m->group);

@@ -49,6 +49,8 @@ struct LoadedModel {
   std::string chat_template;  // empty when the file has none
   std::unique_ptr<KvCache> cache;
   int64_t context = 0;  // tokens the cache holds for one sequence
+  // Tokens one forward takes of a long prompt (prefill_chunk_tokens() below chose it).
+  int64_t prefill_chunk = 512;
 
   // Rank 0 of a tensor-parallel group: why the group can no longer run the model (a rank died,
   // over TCP), empty while it can (and without tensor parallelism).
@@ -60,6 +62,15 @@ struct LoadedModel {
   // A follower's whole job: rank 0's forward passes until it stops (engine/tp_ranks.h).
   Result<void> follow();
 };
+
+// Tokens one forward should take of a long prompt. On the GPU, more tokens a forward amortize
+// what each forward pays whatever its length (every quantized matrix dequantized to BF16 for
+// cuBLAS, all the weights read): up to 2,048 while the chunk's activations (estimated from the
+// shape: F32 hidden, attention and feed-forward rows, and their BF16 copies) stay within 768 MiB
+// of the 1 GiB kept free beside the weights and KV cache. On the CPU 512 (its products work in
+// cache-sized tiles whatever the chunk). TERN_PREFILL_CHUNK (16-65536) overrides both.
+// feed_forward: the model's feed-forward width (0: unknown, taken as 4 x hidden).
+int64_t prefill_chunk_tokens(const ModelShape& shape, int64_t feed_forward, bool on_gpu);
 
 // With options.tp > 1 every rank calls this (collectively): each loads its share, rank 0's
 // model announces each forward to the others, and a failure on any rank fails all of them.

@@ -105,6 +105,73 @@ TEST_F(EngineTest, ConcurrentRequestsMatchSingleSequenceGeneration) {
   }
 }
 
+// Counts the forwards of the model it wraps.
+class CountingModel : public Model {
+ public:
+  explicit CountingModel(std::unique_ptr<Model> inner) : inner_(std::move(inner)) {}
+  const ModelShape& shape() const override { return inner_->shape(); }
+  Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
+                       std::vector<float>& logits) override {
+    ++forwards;
+    return inner_->forward(batch, cache, logits);
+  }
+  int forwards = 0;
+
+ private:
+  std::unique_ptr<Model> inner_;
+};
+
+// The Generator feeds a prompt in the model's prefill chunks (45 tokens in chunks of 4: 12
+// forwards, then one a generated token), and the tokens are those of one forward of the whole
+// prompt: the chunk a device prefers changes speed, not output. A request's own chunk wins.
+TEST_F(EngineTest, ThePrefillChunkChangesNoTokens) {
+  auto m = load();
+  auto* counting = new CountingModel(std::move(m->model));
+  m->model.reset(counting);
+  GenerateOptions o;
+  o.max_tokens = 8;
+  o.ignore_eos = true;
+  Generator g(*m);
+  m->prefill_chunk = 512;
+  auto whole = g.generate(prompt(45, 3), o);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(counting->forwards, 1 + 7);
+  g.reset();
+  m->prefill_chunk = 4;
+  counting->forwards = 0;
+  auto chunked = g.generate(prompt(45, 3), o);
+  ASSERT_TRUE(chunked.ok()) << chunked.error().message;
+  EXPECT_EQ(counting->forwards, 12 + 7);
+  EXPECT_EQ(chunked->tokens, whole->tokens);
+  o.prefill_chunk = 15;
+  g.reset();
+  counting->forwards = 0;
+  auto own = g.generate(prompt(45, 3), o);
+  ASSERT_TRUE(own.ok()) << own.error().message;
+  EXPECT_EQ(counting->forwards, 3 + 7);
+  EXPECT_EQ(own->tokens, whole->tokens);
+}
+
+// The GPU's prefill chunk: 2,048 tokens for an 8B-class shape (its activations, ~256 KiB a token,
+// fit the 768 MiB kept for them), halved for wider models until they fit, never below the CPU's
+// 512; the CPU keeps 512.
+TEST(PrefillChunk, FollowsTheActivationsOfTheShape) {
+  ModelShape qwen3_8b;
+  qwen3_8b.hidden = 4096;
+  qwen3_8b.heads = 32;
+  qwen3_8b.kv_heads = 8;
+  qwen3_8b.head_dim = 128;
+  EXPECT_EQ(prefill_chunk_tokens(qwen3_8b, 12288, true), 2048);
+  EXPECT_EQ(prefill_chunk_tokens(qwen3_8b, 12288, false), 512);
+  ModelShape llama_70b = qwen3_8b;
+  llama_70b.hidden = 8192;
+  llama_70b.heads = 64;
+  EXPECT_EQ(prefill_chunk_tokens(llama_70b, 28672, true), 1024);
+  ModelShape huge = llama_70b;
+  huge.hidden = 16384;
+  EXPECT_EQ(prefill_chunk_tokens(huge, 0, true), 512);  // unknown width: 4 x hidden
+}
+
 TEST_F(EngineTest, FollowUpReusesTheCachedPrefix) {
   auto m = load();
   Engine engine(*m, EngineOptions{2, 64});

@@ -60,6 +60,10 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
     through ldmatrix / ldmatrix.trans."""
     lanes = np.arange(32)
     tokens, heads, _ = q.shape
+    # Scores in log2 units: scale and log2 e folded into Q (only the scale with soft-capping,
+    # log2 e after the cap).
+    log2e = np.float32(1.4426950408889634)
+    q_scale = np.float32(scale) if softcap > 0 else np.float32(scale) * log2e
     out = np.full((tokens, heads, D), np.nan)
     group = heads // kv_heads
     seq_end = seq_first + seq_tokens
@@ -71,6 +75,7 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
             qfirst, qlast = pos0 + tile_first - seq_first, pos0 + last_token - seq_first
             keys_begin = max(0, qfirst - window + 1) if window > 0 else 0
             keys_end = qlast + 1
+            full_first = max(0, qlast - window + 1) if window > 0 else 0
             for warp in range(WARPS):
                 # Per lane: rows, positions, Q fragments.
                 L = []
@@ -91,7 +96,8 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
                             dim = 16 * kk + 2 * t + (8 if r >= 2 else 0)
                             x0 = x1 = 0.0
                             if st["valid"][h]:
-                                x0, x1 = q[st["tok"][h], head, dim], q[st["tok"][h], head, dim + 1]
+                                x0 = np.float32(q[st["tok"][h], head, dim]) * q_scale
+                                x1 = np.float32(q[st["tok"][h], head, dim + 1]) * q_scale
                             h0, l0 = split2(x0); h1, l1 = split2(x1)
                             rh.append((h0, h1)); rl.append((l0, l1))
                         qh.append(rh); ql.append(rl)
@@ -127,6 +133,7 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
                             acc = mma([L[lane]["ql"][kk] for lane in range(32)], b, acc)
                         for lane in range(32): s[lane][j] = acc[lane]
                     # softmax
+                    full = k0 >= full_first and k0 + KTILE - 1 <= qfirst
                     tmax = [[-np.inf, -np.inf] for _ in range(32)]
                     for lane in range(32):
                         g, t = lane >> 2, lane & 3
@@ -135,9 +142,10 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
                             for c in range(4):
                                 h = c >> 1
                                 kpos = k0 + 8 * j + 2 * t + (c & 1)
-                                valid = st["valid"][h] and kpos <= st["qpos"][h] and kpos >= st["kfirst"][h]
-                                v = np.float32(s[lane][j][c]) * np.float32(scale)
-                                if softcap > 0: v = softcap * np.tanh(v / softcap)
+                                valid = full or (st["valid"][h] and kpos <= st["qpos"][h] and
+                                                 kpos >= st["kfirst"][h])
+                                v = np.float32(s[lane][j][c])
+                                if softcap > 0: v = softcap * np.tanh(v / softcap) * log2e
                                 s[lane][j][c] = v if valid else -np.inf
                                 tmax[lane][h] = max(tmax[lane][h], s[lane][j][c])
                     quad = lambda vals, lane: [vals[(lane & ~3) | i] for i in range(4)]
@@ -147,7 +155,7 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
                         for h in range(2):
                             qm = max(x[h] for x in quad(tmax, lane))
                             m_new = max(L[lane]["m"][h], qm)
-                            corr[lane][h] = 1.0 if m_new == -np.inf else np.exp(L[lane]["m"][h] - m_new)
+                            corr[lane][h] = 1.0 if m_new == -np.inf else np.exp2(L[lane]["m"][h] - m_new)
                             newm[lane][h] = m_new
                     rsum = [[0.0, 0.0] for _ in range(32)]
                     for lane in range(32):
@@ -155,7 +163,7 @@ def kernel(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos0, 
                         for j in range(KTILE // 8):
                             for c in range(4):
                                 h = c >> 1
-                                p = 0.0 if s[lane][j][c] == -np.inf else np.exp(s[lane][j][c] - L[lane]["m"][h])
+                                p = 0.0 if s[lane][j][c] == -np.inf else np.exp2(s[lane][j][c] - L[lane]["m"][h])
                                 s[lane][j][c] = p; rsum[lane][h] += p
                     for lane in range(32):
                         for h in range(2):
@@ -221,7 +229,9 @@ def reference(q, kc, vc, table, block_size, kv_heads, seq_first, seq_tokens, pos
 
 
 for D, heads, kv_heads, cached, fresh, window, softcap in (
-        (64, 4, 2, 0, 70, 0, 0.0), (64, 2, 1, 40, 75, 50, 0.0), (128, 2, 2, 10, 40, 0, 30.0)):
+        (64, 4, 2, 0, 70, 0, 0.0), (64, 2, 1, 40, 75, 50, 0.0), (128, 2, 2, 10, 40, 0, 30.0),
+        # key tiles every row sees whole between window-masked and causal-masked ones
+        (64, 2, 1, 200, 70, 150, 0.0)):
     block_size = 16
     table, kc, vc, q = paged_case(rng, cached, fresh, heads, kv_heads, D, block_size)
     scale = 1.0 / np.sqrt(D)

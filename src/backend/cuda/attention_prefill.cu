@@ -24,10 +24,15 @@
 // peak): a block loads each key tile, waits, then computes.
 // The kAsync variant below (cp.async double buffering, ldmatrix fragments) is the default since
 // it was measured (2026-12-05, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128
-// after 16K keys: 2.39 -> 1.53 ms, 58 -> 91 TFLOP/s of f16 products counting the split's
-// doubling, ~9% of the dense f16 peak; `tern bench -d 1024 -d 16384 -p 512 -p 4096 -n 1`, Q4_K_M:
+// after 16K keys: 2.39 -> 1.53 ms, 58 -> 91 TFLOP/s counting each product once (the split
+// doubles the mma work: ~182 TFLOP/s issued, ~18% of the dense f16 peak); `tern bench -d 1024
+// -d 16384 -p 512 -p 4096 -n 1`, Q4_K_M:
 // prefill after 16K tokens 4,439 / 4,208 -> 6,170 / 5,991 tok/s, after 1K 14,172 / 12,277 ->
 // 14,875 / 14,326). TERN_CUDA_ATTN_PREFILL=1 takes the plain tiles (A/B runs).
+// Since then, not yet run on a GPU: scores in log2 units (scale and log2 e folded into Q, exp2f),
+// no mask arithmetic on key tiles every row of the block sees whole (nearly all after a long
+// context), and no rescale of O when a tile moves no row's maximum: ~250 of the ~700 non-mma
+// instructions a lane spends on a tile. Prediction: 512 tokens after 16K keys 1.53 -> ~1.3 ms.
 // Taken for F16 caches with heads of 64 or 128 and no token trees (TERN_CUDA_ATTN_PREFILL=0: the
 // CUDA-core kernels); cuda_device_test's attention cases and cuda_forward_test run through it.
 #include <cuda_fp16.h>
@@ -80,6 +85,13 @@ __global__ void __launch_bounds__(32 * kWarps)
     qpos[h] = pos0 + (token[h] - seq_first);
     key_first[h] = a.window > 0 ? (qpos[h] - a.window + 1 > 0 ? qpos[h] - a.window + 1 : 0) : 0;
   }
+  // Scores come out in log2 units for exp2f: the scale and log2 e folded into Q before its split
+  // (with soft-capping, only the scale: log2 e is applied after the cap).
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float q_scale = a.softcap > 0.0f ? a.scale : a.scale * kLog2e;
+  auto logit = [&](float v) {
+    return a.softcap > 0.0f ? a.softcap * tanhf(v / a.softcap) * kLog2e : v;
+  };
   // Q fragments, split into f16 high and low halves: [k step][a0..a3].
   uint32_t qh[D / 16][4], ql[D / 16][4];
 #pragma unroll
@@ -91,8 +103,8 @@ __global__ void __launch_bounds__(32 * kWarps)
       float x0 = 0.0f, x1 = 0.0f;
       if (row_valid[h]) {
         const float* q = a.q + (token[h] * a.heads + head) * D + dim;
-        x0 = q[0];
-        x1 = q[1];
+        x0 = q[0] * q_scale;
+        x1 = q[1] * q_scale;
       }
       split2(x0, x1, qh[kk][r], ql[kk][r]);
     }
@@ -107,6 +119,10 @@ __global__ void __launch_bounds__(32 * kWarps)
       a.window > 0 ? (block_qpos_first - a.window + 1 > 0 ? block_qpos_first - a.window + 1 : 0)
                    : 0;
   const int64_t keys_end = block_qpos_last + 1;
+  // Key tiles every row of the block sees whole (no causal or window mask to apply): from the
+  // last row's window start to the first row's position. After a long context, nearly all.
+  const int64_t full_first =
+      a.window > 0 ? (block_qpos_last - a.window + 1 > 0 ? block_qpos_last - a.window + 1 : 0) : 0;
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -189,17 +205,20 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
     }
     // Online softmax per row (rows g and g + 8; a row's 32 scores are spread over a quad).
+    const bool full = k0 >= full_first && k0 + kKeyTile - 1 <= block_qpos_first;
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < kKeyTile / 8; ++j) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int h = c >> 1;
-        const int64_t kpos = k0 + 8 * j + 2 * t + (c & 1);
-        const bool valid = row_valid[h] && kpos <= qpos[h] && kpos >= key_first[h];
-        float v = s[j][c] * a.scale;
-        if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
-        s[j][c] = valid ? v : -INFINITY;
+        if (full) {
+          s[j][c] = logit(s[j][c]);
+        } else {
+          const int64_t kpos = k0 + 8 * j + 2 * t + (c & 1);
+          const bool valid = row_valid[h] && kpos <= qpos[h] && kpos >= key_first[h];
+          s[j][c] = valid ? logit(s[j][c]) : -INFINITY;
+        }
         tile_max[h] = fmaxf(tile_max[h], s[j][c]);
       }
     }
@@ -209,7 +228,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
       const float m_new = fmaxf(m[h], tile_max[h]);
-      corr[h] = m_new == -INFINITY ? 1.0f : expf(m[h] - m_new);
+      corr[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
       m[h] = m_new;
     }
     float row_sum[2] = {0.0f, 0.0f};
@@ -218,7 +237,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int h = c >> 1;
-        const float p = s[j][c] == -INFINITY ? 0.0f : expf(s[j][c] - m[h]);
+        const float p = full || s[j][c] != -INFINITY ? exp2f(s[j][c] - m[h]) : 0.0f;
         s[j][c] = p;
         row_sum[h] += p;
       }
@@ -229,9 +248,12 @@ __global__ void __launch_bounds__(32 * kWarps)
       row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
       l[h] = l[h] * corr[h] + row_sum[h];
     }
+    // (Once the maxima settle, most tiles change no row's maximum: the warp skips the rescale.)
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-    for (int d = 0; d < D / 8; ++d) {
-      o[d][0] *= corr[0], o[d][1] *= corr[0], o[d][2] *= corr[1], o[d][3] *= corr[1];
+      for (int d = 0; d < D / 8; ++d) {
+        o[d][0] *= corr[0], o[d][1] *= corr[0], o[d][2] *= corr[1], o[d][3] *= corr[1];
+      }
     }
     // O += P V: the score fragments of keys 16 ks.. and 16 ks + 8.. are the A fragment of k step
     // ks (split into f16 halves); V's B fragments gathered from two rows each.

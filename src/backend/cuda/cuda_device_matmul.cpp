@@ -17,8 +17,18 @@
 namespace tern {
 namespace {
 
-// Prefill dequantizes weights into BF16 tiles of at most this many elements.
-constexpr int64_t kDequantTile = int64_t{1} << 26;
+// Prefill dequantizes weights into BF16 tiles of at most this many elements (64M: 128 MB, more
+// than the H100's 50 MB L2, so each tile goes out to memory and comes back for cuBLAS).
+// TERN_CUDA_DEQUANT_TILE_MB=N takes tiles of N MB instead (A/B runs: tiles that stay in L2 save
+// that round trip but cut each product into more, smaller GEMMs).
+int64_t dequant_tile_elements() {
+  static const int64_t elements = [] {
+    const char* v = std::getenv("TERN_CUDA_DEQUANT_TILE_MB");
+    const int64_t mb = v == nullptr ? 0 : std::atoll(v);
+    return mb >= 1 && mb <= 1024 ? (mb << 20) / 2 : int64_t{1} << 26;
+  }();
+  return elements;
+}
 
 }  // namespace
 
@@ -259,7 +269,9 @@ Result<void> CudaDevice::gemm(const Tensor& w, const Tensor& x, Tensor& y) {
   if (!xh) return xh.error();
   auto* xp = static_cast<uint16_t*>(xh->data);
   const bool blocks = !f16 && type != TensorType::BF16;
-  const int64_t tile_rows = blocks ? std::max<int64_t>(1, std::min(m, kDequantTile / k)) : m;
+  // Rows a tile: whole multiples of 128 (the GEMM's tensor-core tiles) when the matrix is cut.
+  int64_t tile_rows = blocks ? std::max<int64_t>(1, std::min(m, dequant_tile_elements() / k)) : m;
+  if (tile_rows < m && tile_rows > 128) tile_rows -= tile_rows % 128;
   Temp tile;
   if (blocks) {
     auto t = temp(static_cast<size_t>(tile_rows * k) * 2);
