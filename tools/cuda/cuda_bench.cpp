@@ -2,14 +2,17 @@
 // puts them against the GPU's measured device-to-device copy bandwidth (bytes read + written per
 // second): decode GEMV per weight type and kernel (int8 activations or F32), the prefill GEMM,
 // and decode attention over 1K and 16K tokens of F16 KV. One line per case, a table at the end.
-//   tern-cuda-bench [--quick | --decode | --attention]   (--decode: n = 1 products of Q4_K/Q6_K/
-//   Q8_0 only, and attention; --attention: decode attention only, over 512 to 32K tokens, and
-//   prefill attention of 512 tokens after 1K and 16K)
+//   tern-cuda-bench [--quick | --decode | --attention | --elementwise]   (--decode: n = 1 products
+//   of Q4_K/Q6_K/Q8_0 only, and attention; --attention: decode attention only, over 512 to 32K
+//   tokens, and prefill attention of 512 tokens after 1K and 16K; --elementwise: the small
+//   kernels around the products (conversion, norms, RoPE, SiLU, adds, activation quantization,
+//   embedding rows, argmax) at decode and prefill sizes, bytes read + written against the copy)
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/kernels.h"
 #include "base/fp16.h"
 
 namespace tern {
@@ -112,7 +116,110 @@ struct Row {
   double eager_ms, ms, gbs, fraction;
 };
 
-int run(bool quick, bool decode, bool attention_only) {
+void print_table(const std::vector<Row>& rows) {
+  fmt::print(
+      "\n| case | ms in a graph | ms launched alone | GB/s | of copy BW |\n"
+      "| --- | ---: | ---: | ---: | ---: |\n");
+  for (const auto& r : rows)
+    fmt::print("| {} | {:.4f} | {:.4f} | {:.0f} | {:.0f}% |\n", r.what, r.ms, r.eager_ms, r.gbs,
+               100.0 * r.fraction);
+}
+
+// The kernels of convert.cu, norm.cu, rope.cu, elementwise.cu, quantize_q8.cu, get_rows.cu and
+// argmax.cu on Qwen3-8B's widths, for 1 token (decode, where they are latency-bound) and for 512
+// and 2,048 (prefill chunks), each timed in a graph of its own; GB/s counts the bytes each reads
+// and writes once.
+void time_elementwise(cudaStream_t stream, double copy_gbs, std::vector<Row>& rows) {
+  constexpr int64_t kHidden = 4096, kFfn = 12288, kHeads = 32, kHeadDim = 128, kVocab = 151936;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t most = 2048 * kFfn;
+  std::vector<float> host(static_cast<size_t>(most));
+  for (auto& v : host) v = normal(rng);
+  auto buffer = [&](size_t bytes) {
+    void* p = nullptr;
+    CHECK(cudaMalloc(&p, bytes));
+    return p;
+  };
+  auto* a = static_cast<float*>(buffer(static_cast<size_t>(most) * 4));
+  auto* b = static_cast<float*>(buffer(static_cast<size_t>(most) * 4));
+  auto* out = static_cast<float*>(buffer(static_cast<size_t>(most) * 4));
+  CHECK(cudaMemcpy(a, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(b, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  auto* weight = static_cast<float*>(buffer(kFfn * 4));
+  CHECK(cudaMemcpy(weight, host.data(), kFfn * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> positions(2048);
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(1000 + i);
+  auto* pos = static_cast<int32_t*>(buffer(positions.size() * 4));
+  CHECK(cudaMemcpy(pos, positions.data(), positions.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<float> freqs(kHeadDim / 2);
+  for (size_t i = 0; i < freqs.size(); ++i)
+    freqs[i] = std::pow(1e6f, -2.0f * static_cast<float>(i) / kHeadDim);
+  auto* inv_freq = static_cast<float*>(buffer(freqs.size() * 4));
+  CHECK(cudaMemcpy(inv_freq, freqs.data(), freqs.size() * 4, cudaMemcpyHostToDevice));
+  // An embedding table of Q4_K rows (random blocks, sane scales) and ids spread over it.
+  constexpr int64_t kTableRows = 32768;  // the gather is random either way
+  auto table = random_weights(TensorType::Q4_K, kTableRows, kHidden, rng);
+  void* dtable = buffer(table.size());
+  CHECK(cudaMemcpy(dtable, table.data(), table.size(), cudaMemcpyHostToDevice));
+  std::vector<int32_t> ids(2048);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % kTableRows);
+  auto* dids = static_cast<int32_t*>(buffer(ids.size() * 4));
+  CHECK(cudaMemcpy(dids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  const size_t q4k_row = table.size() / kTableRows;
+  auto* argmax_ids = static_cast<int32_t*>(buffer(8 * 4));
+
+  auto add_row = [&](const std::string& what, double bytes, const std::function<void()>& f) {
+    const double eager = time_ms(stream, 20, f);
+    const double ms = graph_ms(stream, 20, f);
+    const double gbs = bytes / (ms * 1e6);
+    fmt::print("{}: {:.4f} ms, {:.0f} GB/s\n", what, ms, gbs);
+    rows.push_back({what, eager, ms, gbs, gbs / copy_gbs});
+  };
+  for (int64_t n : {int64_t{1}, int64_t{512}, int64_t{2048}}) {
+    const auto nd = static_cast<double>(n);
+    add_row(fmt::format("convert F32 -> BF16 {}x{}", n, kFfn), 6.0 * nd * kFfn, [&] {
+      CHECK(cuda::f32_to_bf16(a, n * kFfn, reinterpret_cast<uint16_t*>(out), stream));
+    });
+    add_row(fmt::format("rms_norm {}x{}", n, kHidden), 8.0 * nd * kHidden,
+            [&] { CHECK(cuda::rms_norm(a, weight, 1e-6f, n, kHidden, out, stream)); });
+    add_row(fmt::format("add + rms_norm + quantize_q8 {}x{}", n, kHidden),
+            (12.0 + 4.0 + 1.125) * nd * kHidden, [&] {
+              CHECK(cuda::add_rms_norm_q8(a, b, out, weight, 1e-6f, n, kHidden, out + most / 2,
+                                          b + most / 2, 32, stream));
+            });
+    add_row(fmt::format("quantize_q8 {}x{}", n, kHidden), (4.0 + 1.125) * nd * kHidden,
+            [&] { CHECK(cuda::quantize_q8(a, n, kHidden, 32, out, stream)); });
+    add_row(fmt::format("rope {}x{}x{}", n, kHeads, kHeadDim), 8.0 * nd * kHeads * kHeadDim, [&] {
+      CHECK(cuda::rope(out, kHeadDim, kHeads, n, pos, inv_freq, kHeadDim, true, 1.0f, stream));
+    });
+    add_row(fmt::format("rms_norm + rope {}x{}x{}", n, kHeads, kHeadDim),
+            8.0 * nd * kHeads * kHeadDim, [&] {
+              CHECK(cuda::rms_norm_rope(out, weight, 1e-6f, kHeadDim, kHeads, n, pos, inv_freq,
+                                        kHeadDim, true, 1.0f, stream));
+            });
+    add_row(fmt::format("silu_mul {}x{}", n, kFfn), 12.0 * nd * kFfn,
+            [&] { CHECK(cuda::silu_mul(a, b, out, n * kFfn, stream)); });
+    add_row(fmt::format("add {}x{}", n, kHidden), 12.0 * nd * kHidden,
+            [&] { CHECK(cuda::add(a, b, out, n * kHidden, stream)); });
+    add_row(fmt::format("get_rows Q4_K {} of {}x{}", n, kTableRows, kHidden),
+            nd * (static_cast<double>(q4k_row) + 4.0 * kHidden), [&] {
+              CHECK(cuda::get_rows(TensorType::Q4_K, dtable, kTableRows, kHidden, dids, n, out,
+                                   stream));
+            });
+  }
+  for (int64_t n : {int64_t{1}, int64_t{8}}) {
+    add_row(fmt::format("argmax_rows {}x{}", n, kVocab), 4.0 * static_cast<double>(n * kVocab),
+            [&] { CHECK(cuda::argmax_rows(a, n, kVocab, argmax_ids, stream)); });
+  }
+  CHECK(cudaStreamSynchronize(stream));
+  for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(out),
+                  static_cast<void*>(weight), static_cast<void*>(pos), static_cast<void*>(inv_freq),
+                  dtable, static_cast<void*>(dids), static_cast<void*>(argmax_ids)})
+    CHECK(cudaFree(p));
+}
+
+int run(bool quick, bool decode, bool attention_only, bool elementwise) {
   auto dev = CudaDevice::create(0);
   if (!dev) {
     fmt::print(stderr, "error: {}\n", dev.error().message);
@@ -138,6 +245,11 @@ int run(bool quick, bool decode, bool attention_only) {
   CHECK(cudaFree(dst));
   fmt::print("copy: {:.3f} ms for 2 x {} GiB: {:.0f} GB/s\n", copy_ms, copy_bytes >> 30, copy_gbs);
   rows.push_back({"device-to-device copy 2 GiB", copy_ms, copy_ms, copy_gbs, 1.0});
+  if (elementwise) {
+    time_elementwise(stream, copy_gbs, rows);
+    print_table(rows);
+    return 0;
+  }
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -300,12 +412,7 @@ int run(bool quick, bool decode, bool attention_only) {
   }
   if (!d.synchronize()) return 1;
 
-  fmt::print(
-      "\n| case | ms in a graph | ms launched alone | GB/s | of copy BW |\n"
-      "| --- | ---: | ---: | ---: | ---: |\n");
-  for (const auto& r : rows)
-    fmt::print("| {} | {:.4f} | {:.4f} | {:.0f} | {:.0f}% |\n", r.what, r.ms, r.eager_ms, r.gbs,
-               100.0 * r.fraction);
+  print_table(rows);
   return 0;
 }
 
@@ -316,9 +423,11 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool decode = argc > 1 && std::strcmp(argv[1], "--decode") == 0;
   const bool attention = argc > 1 && std::strcmp(argv[1], "--attention") == 0;
-  if (argc > 1 && !quick && !decode && !attention) {
-    std::fprintf(stderr, "usage: tern-cuda-bench [--quick | --decode | --attention]\n");
+  const bool elementwise = argc > 1 && std::strcmp(argv[1], "--elementwise") == 0;
+  if (argc > 2 || (argc > 1 && !quick && !decode && !attention && !elementwise)) {
+    std::fprintf(stderr,
+                 "usage: tern-cuda-bench [--quick | --decode | --attention | --elementwise]\n");
     return 2;
   }
-  return tern::run(quick, decode, attention);
+  return tern::run(quick, decode, attention, elementwise);
 }
