@@ -157,53 +157,60 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CpuProducts, ::testing::ValuesIn(kTypes),
 
 // The row-interleaved layout (packed.h): every row unpacks to exactly dequantize_row's values,
 // and the packed kernels give the row-major kernels' products (same quantized activations, same
-// integer sums; only the fp32 summation order differs) for decode and prefill shapes.
+// integer sums; only the fp32 summation order differs) for decode and prefill shapes, on each
+// path of this CPU that has packed kernels for the type (AVX-512 VNNI: all four; AVX2: Q4_K).
 class PackedProducts : public ::testing::TestWithParam<TensorType> {};
 
 TEST_P(PackedProducts, UnpackExactlyAndMatchTheRowMajorKernels) {
   const TensorType type = GetParam();
-  if (!cpu_path_available(CpuPath::Avx512, detect_cpu_features())) {
-    GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  }
   const int64_t block = tensor_type_info(type).block_elements;
-  ThreadPool pool(3);
-  std::mt19937 rng(static_cast<uint32_t>(type) * 104729u);
-  for (int64_t cols : {block, 3 * block, int64_t{2048}}) {
-    for (int64_t rows : {int64_t{16}, int64_t{48}}) {
-      ASSERT_TRUE(can_pack(type, rows, cols, CpuPath::Avx512));
-      const auto w = tern::testing::random_weights(type, rows, cols, rng);
-      std::vector<uint8_t> packed(packed_bytes(type, rows, cols));
-      pack_rows(type, w.data(), rows, cols, packed.data(), pool);
-      const size_t row_bytes = *tensor_bytes(type, static_cast<uint64_t>(cols));
-      std::vector<float> want(static_cast<size_t>(cols)), got(want.size());
-      for (int64_t r = 0; r < rows; ++r) {
-        dequantize_row(type, w.data() + static_cast<size_t>(r) * row_bytes, want.data(), cols);
-        dequantize_packed_row(type, packed.data(), cols, r, got.data());
-        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
-            << tensor_type_name(type) << " row " << r << " cols " << cols;
-      }
-      for (int64_t n : {1, 2, 3, 4, 5, 7, 16, 33}) {
-        SCOPED_TRACE(::testing::Message() << tensor_type_name(type) << " rows=" << rows
-                                          << " cols=" << cols << " n=" << n);
-        const auto x = activations(n * cols, rng);
-        const Reference ref = reference(type, w, rows, cols, x, n);
-        std::vector<float> y(static_cast<size_t>(n * rows), NAN), row_major(y.size(), NAN);
-        ASSERT_TRUE(matmul_packed(type, packed.data(), rows, cols, x.data(), n, y.data(), pool));
-        KernelOptions options;
-        options.path = CpuPath::Avx512;
-        ASSERT_TRUE(
-            matmul(type, w.data(), rows, cols, x.data(), n, row_major.data(), pool, options));
-        for (size_t i = 0; i < y.size(); ++i) {
-          ASSERT_NEAR(y[i], ref.y[i], ref.tol[i]) << "output " << i;
-          ASSERT_NEAR(y[i], row_major[i], 2e-5 * ref.abs_sum[i] + 1e-30) << "output " << i;
+  EXPECT_FALSE(can_pack(type, 24, block, CpuPath::Avx512));
+  EXPECT_EQ(can_pack(type, 16, block, CpuPath::Avx2), type == TensorType::Q4_K);
+  EXPECT_FALSE(can_pack(type, 16, block, CpuPath::Scalar));
+  int paths = 0;
+  for (CpuPath path : {CpuPath::Avx512, CpuPath::Avx2}) {
+    if (!cpu_path_available(path, detect_cpu_features()) || !can_pack(type, 16, block, path))
+      continue;
+    ++paths;
+    ThreadPool pool(3);
+    std::mt19937 rng(static_cast<uint32_t>(type) * 104729u);
+    KernelOptions options;
+    options.path = path;
+    for (int64_t cols : {block, 3 * block, int64_t{2048}}) {
+      for (int64_t rows : {int64_t{16}, int64_t{48}}) {
+        ASSERT_TRUE(can_pack(type, rows, cols, path));
+        const auto w = tern::testing::random_weights(type, rows, cols, rng);
+        std::vector<uint8_t> packed(packed_bytes(type, rows, cols));
+        pack_rows(type, w.data(), rows, cols, packed.data(), pool);
+        const size_t row_bytes = *tensor_bytes(type, static_cast<uint64_t>(cols));
+        std::vector<float> want(static_cast<size_t>(cols)), got(want.size());
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(type, w.data() + static_cast<size_t>(r) * row_bytes, want.data(), cols);
+          dequantize_packed_row(type, packed.data(), cols, r, got.data());
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+              << tensor_type_name(type) << " row " << r << " cols " << cols;
+        }
+        for (int64_t n : {1, 2, 3, 4, 5, 7, 16, 33}) {
+          SCOPED_TRACE(::testing::Message() << tensor_type_name(type) << " " << cpu_path_name(path)
+                                            << " rows=" << rows << " cols=" << cols << " n=" << n);
+          const auto x = activations(n * cols, rng);
+          const Reference ref = reference(type, w, rows, cols, x, n);
+          std::vector<float> y(static_cast<size_t>(n * rows), NAN), row_major(y.size(), NAN);
+          ASSERT_TRUE(
+              matmul_packed(type, packed.data(), rows, cols, x.data(), n, y.data(), pool, options));
+          ASSERT_TRUE(
+              matmul(type, w.data(), rows, cols, x.data(), n, row_major.data(), pool, options));
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_NEAR(y[i], ref.y[i], ref.tol[i]) << "output " << i;
+            ASSERT_NEAR(y[i], row_major[i], 2e-5 * ref.abs_sum[i] + 1e-30) << "output " << i;
+          }
         }
       }
     }
+    std::vector<float> x(static_cast<size_t>(block)), y(24);
+    EXPECT_FALSE(matmul_packed(type, nullptr, 24, block, x.data(), 1, y.data(), pool, options));
   }
-  EXPECT_FALSE(can_pack(type, 24, block, CpuPath::Avx512));
-  EXPECT_FALSE(can_pack(type, 16, block, CpuPath::Avx2));
-  std::vector<float> x(static_cast<size_t>(block)), y(24);
-  EXPECT_FALSE(matmul_packed(type, nullptr, 24, block, x.data(), 1, y.data(), pool));
+  if (paths == 0) GTEST_SKIP() << "no packed " << tensor_type_name(type) << " kernel on this CPU";
 }
 
 INSTANTIATE_TEST_SUITE_P(PackableTypes, PackedProducts,

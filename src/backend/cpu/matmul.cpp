@@ -261,18 +261,28 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
   return ok_result();
 }
 
+// The packed kernel of a path: AVX-512 VNNI's, or AVX2's (Q4_K). Weights packed on an AVX-512
+// machine keep its kernels under TERN_CPU_PATH=avx2 for the types AVX2 has none for.
+static detail::GemmFn packed_kernel(TensorType type, CpuPath path) {
+  detail::GemmFn k =
+      path == CpuPath::Avx512 ? detail::packed_avx512(type) : detail::packed_avx2(type);
+  if (k == nullptr && default_cpu_path() == CpuPath::Avx512) k = detail::packed_avx512(type);
+  return k;
+}
+
 Result<void> matmul_packed(TensorType type, const void* packed, int64_t rows, int64_t cols,
                            const float* x, int64_t n, float* y, ThreadPool& pool,
                            const KernelOptions& options) {
   TERN_TRY(check_shape(type, rows, cols, n));
-  if (rows % kPackRows != 0 || detail::packed_avx512(type) == nullptr) {
+  const CpuPath path = options.path.value_or(default_cpu_path());
+  const detail::GemmFn kernel = packed_kernel(type, path);
+  if (rows % kPackRows != 0 || kernel == nullptr) {
     return make_error("CPU matmul: no packed {} kernel for {} rows", tensor_type_name(type), rows);
   }
   if (rows == 0 || n == 0) return ok_result();
-  const detail::GemmFn kernel = detail::packed_avx512(type);
   Scratch local;
   Scratch& scratch = options.scratch ? *options.scratch : local;
-  const PreparedActs acts = prepare(type, CpuPath::Avx512, x, n, cols, scratch, pool, {});
+  const PreparedActs acts = prepare(type, path, x, n, cols, scratch, pool, {});
   const size_t group_bytes = packed_bytes(type, kPackRows, cols);
   const auto* wbytes = static_cast<const std::byte*>(packed);
   const int64_t groups = rows / kPackRows;

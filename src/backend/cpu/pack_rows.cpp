@@ -3,6 +3,7 @@
 // bit-identical to dequantize_row's). Runs once per weight at model load; plain C++.
 #include <cstring>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/packed.h"
 #include "backend/quant_blocks.h"
 
@@ -196,7 +197,9 @@ void unpack_block(TensorType type, const void* in, int r, uint8_t* block) {
 }  // namespace
 
 bool can_pack(TensorType type, int64_t rows, int64_t cols, CpuPath path) {
-  if (group_block_bytes(type) == 0 || path != CpuPath::Avx512) return false;
+  const bool kernel =
+      path == CpuPath::Avx512 || (path == CpuPath::Avx2 && detail::packed_avx2(type));
+  if (group_block_bytes(type) == 0 || !kernel) return false;
   const int64_t block = tensor_type_info(type).block_elements;
   return rows > 0 && rows % kPackRows == 0 && cols > 0 && cols % block == 0;
 }
