@@ -28,10 +28,9 @@ namespace {
 
 using namespace tern::quant;
 
+// 4 activation bytes in every 32-bit lane.
 inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
+  return _mm256_set1_epi32(static_cast<int32_t>(load_u32(reinterpret_cast<const uint8_t*>(p))));
 }
 
 // 8 bytes (one per row) as 8 int32 lanes holding the byte in both 16-bit halves: the vpmaddwd

@@ -26,10 +26,9 @@ namespace {
 
 using namespace tern::quant;
 
+// 4 activation bytes in every 32-bit lane.
 inline __m512i bcast4(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+  return _mm512_set1_epi32(static_cast<int32_t>(load_u32(reinterpret_cast<const uint8_t*>(p))));
 }
 
 inline __m512 load_ph16(const uint16_t* p) {
