@@ -111,8 +111,7 @@ void gemm32(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stri
     for (int j = 0; j < R; ++j) {
       const __m512i init =
           C::kMin ? _mm512_setzero_si512() : _mm512_loadu_si512(x[j].lane_bias + lane);
-      const __m512i dot =
-          _mm512_dpbusd_epi32(init, codes, _mm512_loadu_si512(x[j].qs + i * kQK));
+      const __m512i dot = _mm512_dpbusd_epi32(init, codes, _mm512_loadu_si512(x[j].qs + i * kQK));
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
                                _mm512_mul_ps(dw, _mm512_loadu_ps(x[j].lane_d + lane)), acc[j]);
       if constexpr (C::kMin) {
@@ -192,8 +191,8 @@ void gemm_q4_k(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_s
                                scales[3]);
       const __m256i min_prod = _mm256_madd_epi16(load256(x[j].bsums + i * 16), mins16);
       const float dx = x[j].d[i];
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
-                               _mm512_set1_ps(d * dx), acc[j]);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(d * dx),
+                               acc[j]);
       acc_min[j] =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(dmin * dx), acc_min[j]);
     }

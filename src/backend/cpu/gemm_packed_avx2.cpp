@@ -1,4 +1,4 @@
-// AVX2 kernels for the row-interleaved weights of packed.h (Q4_K): one group of 16 weight
+// AVX2 kernels for the row-interleaved weights of packed.h (Q4_1, Q4_K): one group of 16 weight
 // rows against 1..kGemmRows activation rows, as gemm_packed_avx512.cpp does with VNNI. A ymm holds
 // 4 consecutive codes of 8 rows, so the group is taken in two halves of 8 rows; without VNNI the
 // inner step is vpmaddubsw (4 codes x 8 rows by 4 broadcast activation bytes, pairs summed to
@@ -121,15 +121,69 @@ void packed_q4_k_half(const void* w, const Acts* x, int64_t cols, float* y, int6
       _mm256_storeu_ps(y + j * y_stride + 8 * (first_half + h), acc[h][j]);
 }
 
-// One activation row: both halves in one pass. Two or more: pairs of rows, a half at a time.
-void packed_q4_k(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t y_stride) {
-  if (rows == 1) return packed_q4_k_half<1, 2>(w, x, cols, y, y_stride, 0);
+// Q4_1 group block: d[16] m[16] fp16 | qs[4 steps][16 rows][4]; 320 bytes (the GGUF bytes). Per
+// 32-element block and row: d x (codes . activations) + m x (sum of the activations), the codes'
+// 8 vpmaddubsw steps summed in int16 (at most 8 x 2 x 15 x 128), then to int32 by vpmaddwd.
+template <int R, int H>
+void packed_q4_1_half(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride,
+                      int first_half) {
+  constexpr size_t kBytes = 320;
+  const auto* g = static_cast<const uint8_t*>(w);
+  const int64_t nb = cols / kQK;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[H][R];
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < R; ++j) acc[h][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, g += kBytes) {
+    if constexpr (H == 2) {
+      for (int line = 0; line < 5; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(g + 8 * kBytes + 64 * line), _MM_HINT_T0);
+    }
+    for (int h = 0; h < H; ++h) {
+      const int half = first_half + h;
+      __m256i sum[R];
+      for (int j = 0; j < R; ++j) sum[j] = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        const __m256i raw = load256(g + 64 + 64 * s + 32 * half);
+        const __m256i lo = _mm256_and_si256(raw, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        for (int j = 0; j < R; ++j) {
+          const int8_t* a = x[j].qs + b * kQK + 4 * s;
+          sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(lo, bcast4(a)));
+          sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(hi, bcast4(a + 16)));
+        }
+      }
+      const auto* d16 = reinterpret_cast<const uint16_t*>(g) + 8 * half;
+      const __m256 dw = _mm256_cvtph_ps(load128(d16));
+      const __m256 mw = _mm256_cvtph_ps(load128(d16 + 16));
+      for (int j = 0; j < R; ++j) {
+        const float dx = x[j].d[b];
+        acc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sum[j], ones)),
+                                    _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc[h][j]);
+        acc[h][j] =
+            _mm256_fmadd_ps(mw, _mm256_set1_ps(dx * static_cast<float>(x[j].isum[b])), acc[h][j]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < R; ++j)
+      _mm256_storeu_ps(y + j * y_stride + 8 * (first_half + h), acc[h][j]);
+}
+
+using HalfKernel = void (*)(const void*, const Acts*, int64_t, float*, int64_t, int);
+
+// One activation row: both halves in one pass (K12). Two or more: pairs of rows (K21), the last
+// alone (K11), a half at a time.
+template <HalfKernel K11, HalfKernel K21, HalfKernel K12>
+void by_pairs(const void* w, const Acts* x, int rows, int64_t cols, float* y, int64_t y_stride) {
+  if (rows == 1) return K12(w, x, cols, y, y_stride, 0);
   for (int j = 0; j < rows; j += 2) {
     for (int half = 0; half < 2; ++half) {
       if (j + 1 < rows) {
-        packed_q4_k_half<2, 1>(w, x + j, cols, y + j * y_stride, y_stride, half);
+        K21(w, x + j, cols, y + j * y_stride, y_stride, half);
       } else {
-        packed_q4_k_half<1, 1>(w, x + j, cols, y + j * y_stride, y_stride, half);
+        K11(w, x + j, cols, y + j * y_stride, y_stride, half);
       }
     }
   }
@@ -138,7 +192,14 @@ void packed_q4_k(const void* w, const Acts* x, int rows, int64_t cols, float* y,
 }  // namespace
 
 GemmFn packed_avx2(TensorType type) {
-  return type == TensorType::Q4_K ? packed_q4_k : nullptr;
+  switch (type) {
+    case TensorType::Q4_1:
+      return by_pairs<packed_q4_1_half<1, 1>, packed_q4_1_half<2, 1>, packed_q4_1_half<1, 2>>;
+    case TensorType::Q4_K:
+      return by_pairs<packed_q4_k_half<1, 1>, packed_q4_k_half<2, 1>, packed_q4_k_half<1, 2>>;
+    default:
+      return nullptr;
+  }
 }
 
 }  // namespace tern::cpu::detail

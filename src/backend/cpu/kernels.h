@@ -56,7 +56,8 @@ GemmKernel gemm_avx2(TensorType type);
 // activation rows; writes 16 outputs per activation row (y[j * y_stride + 0..15]). nullptr when
 // the type has no packed layout.
 GemmFn packed_avx512(TensorType type);
-// gemm_packed_avx2.cpp: the same without VNNI (vpmaddubsw); Q4_K only, nullptr for the others.
+// gemm_packed_avx2.cpp: the same without VNNI (vpmaddubsw); Q4_1 and Q4_K, nullptr for the
+// others.
 GemmFn packed_avx2(TensorType type);
 
 ActFormat act_format(TensorType type);

@@ -1,5 +1,5 @@
-// Packing GGUF row-major Q8_0 / Q5_0 / Q4_K / Q6_K weights into the row-interleaved layout of
-// packed.h, and the way back (one row to floats, through the original block so the values are
+// Packing GGUF row-major Q8_0 / Q4_1 / Q5_0 / Q4_K / Q6_K weights into the row-interleaved layout
+// of packed.h, and the way back (one row to floats, through the original block so the values are
 // bit-identical to dequantize_row's). Runs once per weight at model load; plain C++.
 #include <cstring>
 
@@ -17,6 +17,11 @@ constexpr int kR = static_cast<int>(kPackRows);
 struct PackedQ8_0 {
   uint16_t d[kR];
   uint8_t q[8][kR][4];
+};
+struct PackedQ4_1 {
+  uint16_t d[kR];
+  uint16_t m[kR];
+  uint8_t qs[4][kR][4];
 };
 struct PackedQ5_0 {
   uint16_t d[kR];
@@ -37,6 +42,7 @@ struct PackedQ6_K {
   uint8_t qh[16][kR][4];
 };
 static_assert(sizeof(PackedQ8_0) == 16 * sizeof(BlockQ8_0));
+static_assert(sizeof(PackedQ4_1) == 16 * sizeof(BlockQ4_1));
 static_assert(sizeof(PackedQ5_0) == 16 * sizeof(BlockQ5_0));
 static_assert(sizeof(PackedQ4_K) == 16 * sizeof(BlockQ4_K) + 64);
 static_assert(sizeof(PackedQ6_K) == 16 * sizeof(BlockQ6_K));
@@ -45,6 +51,8 @@ size_t group_block_bytes(TensorType type) {
   switch (type) {
     case TensorType::Q8_0:
       return sizeof(PackedQ8_0);
+    case TensorType::Q4_1:
+      return sizeof(PackedQ4_1);
     case TensorType::Q5_0:
       return sizeof(PackedQ5_0);
     case TensorType::Q4_K:
@@ -89,6 +97,15 @@ void pack_block(TensorType type, const uint8_t* const* row_blocks, void* out) {
       p.d[r] = b.d;
       for (int s = 0; s < 8; ++s)
         for (int i = 0; i < 4; ++i) p.q[s][r][i] = static_cast<uint8_t>(b.qs[4 * s + i]) ^ 0x80;
+    }
+  } else if (type == TensorType::Q4_1) {
+    auto& p = *static_cast<PackedQ4_1*>(out);
+    for (int r = 0; r < kR; ++r) {
+      const auto& b = *reinterpret_cast<const BlockQ4_1*>(row_blocks[r]);
+      p.d[r] = b.d;
+      p.m[r] = b.m;
+      // Step s byte i: the GGUF qs[4s + i] (low nibble element 4s + i, high nibble 16 + 4s + i).
+      for (int s = 0; s < 4; ++s) std::memcpy(p.qs[s][r], b.qs + 4 * s, 4);
     }
   } else if (type == TensorType::Q5_0) {
     auto& p = *static_cast<PackedQ5_0*>(out);
@@ -146,6 +163,12 @@ void unpack_block(TensorType type, const void* in, int r, uint8_t* block) {
     b.d = p.d[r];
     for (int s = 0; s < 8; ++s)
       for (int i = 0; i < 4; ++i) b.qs[4 * s + i] = static_cast<int8_t>(p.q[s][r][i] ^ 0x80);
+  } else if (type == TensorType::Q4_1) {
+    const auto& p = *static_cast<const PackedQ4_1*>(in);
+    auto& b = *reinterpret_cast<BlockQ4_1*>(block);
+    b.d = p.d[r];
+    b.m = p.m[r];
+    for (int s = 0; s < 4; ++s) std::memcpy(b.qs + 4 * s, p.qs[s][r], 4);
   } else if (type == TensorType::Q5_0) {
     const auto& p = *static_cast<const PackedQ5_0*>(in);
     auto& b = *reinterpret_cast<BlockQ5_0*>(block);
@@ -197,8 +220,8 @@ void unpack_block(TensorType type, const void* in, int r, uint8_t* block) {
 }  // namespace
 
 bool can_pack(TensorType type, int64_t rows, int64_t cols, CpuPath path) {
-  const bool kernel =
-      path == CpuPath::Avx512 || (path == CpuPath::Avx2 && detail::packed_avx2(type));
+  const bool kernel = (path == CpuPath::Avx512 && detail::packed_avx512(type)) ||
+                      (path == CpuPath::Avx2 && detail::packed_avx2(type));
   if (group_block_bytes(type) == 0 || !kernel) return false;
   const int64_t block = tensor_type_info(type).block_elements;
   return rows > 0 && rows % kPackRows == 0 && cols > 0 && cols % block == 0;
