@@ -159,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CpuProducts, ::testing::ValuesIn(kTypes),
 // and the packed kernels give the row-major kernels' products (same quantized activations, same
 // integer sums; only the fp32 summation order differs) for decode and prefill shapes, on each
 // path of this CPU that has packed kernels for the type (AVX-512 VNNI: Q8_0, Q5_0, Q4_K, Q6_K;
-// AVX2: Q4_1, Q4_K).
+// AVX2: Q4_0, Q4_1, Q4_K).
 class PackedProducts : public ::testing::TestWithParam<TensorType> {};
 
 TEST_P(PackedProducts, UnpackExactlyAndMatchTheRowMajorKernels) {
@@ -167,7 +167,7 @@ TEST_P(PackedProducts, UnpackExactlyAndMatchTheRowMajorKernels) {
   const int64_t block = tensor_type_info(type).block_elements;
   EXPECT_FALSE(can_pack(type, 24, block, CpuPath::Avx512));
   EXPECT_EQ(can_pack(type, 16, block, CpuPath::Avx2),
-            type == TensorType::Q4_1 || type == TensorType::Q4_K);
+            type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q4_K);
   EXPECT_FALSE(can_pack(type, 16, block, CpuPath::Scalar));
   int paths = 0;
   for (CpuPath path : {CpuPath::Avx512, CpuPath::Avx2}) {
@@ -216,8 +216,8 @@ TEST_P(PackedProducts, UnpackExactlyAndMatchTheRowMajorKernels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PackableTypes, PackedProducts,
-                         ::testing::Values(TensorType::Q8_0, TensorType::Q4_1, TensorType::Q5_0,
-                                           TensorType::Q4_K, TensorType::Q6_K),
+                         ::testing::Values(TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
+                                           TensorType::Q5_0, TensorType::Q4_K, TensorType::Q6_K),
                          [](const auto& param_info) {
                            return std::string(tensor_type_name(param_info.param));
                          });

@@ -1,7 +1,7 @@
-// AVX2 kernels for the row-interleaved weights of packed.h (Q4_1, Q4_K): one group of 16 weight
-// rows against 1..kGemmRows activation rows, as gemm_packed_avx512.cpp does with VNNI. A ymm holds
-// 4 consecutive codes of 8 rows, so the group is taken in two halves of 8 rows; without VNNI the
-// inner step is vpmaddubsw (4 codes x 8 rows by 4 broadcast activation bytes, pairs summed to
+// AVX2 kernels for the row-interleaved weights of packed.h (Q4_0, Q4_1, Q4_K): one group of 16
+// weight rows against 1..kGemmRows activation rows, as gemm_packed_avx512.cpp does with VNNI. A ymm
+// holds 4 consecutive codes of 8 rows, so the group is taken in two halves of 8 rows; without VNNI
+// the inner step is vpmaddubsw (4 codes x 8 rows by 4 broadcast activation bytes, pairs summed to
 // int16) into int16 sums per sub-block: 8 steps of at most 2 x 15 x 128 stay below 2^15. Each
 // sub-block's sums then meet the 8 rows' scales in one vpmaddwd (scale in both halves of the
 // row's lane), the mins the activations' 16-element sums the same way.
@@ -121,13 +121,15 @@ void packed_q4_k_half(const void* w, const Acts* x, int64_t cols, float* y, int6
       _mm256_storeu_ps(y + j * y_stride + 8 * (first_half + h), acc[h][j]);
 }
 
-// Q4_1 group block: d[16] m[16] fp16 | qs[4 steps][16 rows][4]; 320 bytes (the GGUF bytes). Per
-// 32-element block and row: d x (codes . activations) + m x (sum of the activations), the codes'
-// 8 vpmaddubsw steps summed in int16 (at most 8 x 2 x 15 x 128), then to int32 by vpmaddwd.
-template <int R, int H>
-void packed_q4_1_half(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride,
-                      int first_half) {
-  constexpr size_t kBytes = 320;
+// Q4_0 / Q4_1 group block (kMin): d[16] (m[16]) fp16 | qs[4 steps][16 rows][4]; 288 / 320 bytes
+// (the GGUF bytes regrouped). Per 32-element block and row: d x (codes . activations), plus
+// m x (the activations' sum) for Q4_1, or less d x 8 x that sum for Q4_0; the codes' 8 vpmaddubsw
+// steps summed in int16 (at most 8 x 2 x 15 x 128), then to int32 by vpmaddwd.
+template <bool kMin, int R, int H>
+void packed_q4_half(const void* w, const Acts* x, int64_t cols, float* y, int64_t y_stride,
+                    int first_half) {
+  constexpr size_t kBytes = kMin ? 320 : 288;
+  constexpr size_t kCodes = kMin ? 64 : 32;  // where the codes start
   const auto* g = static_cast<const uint8_t*>(w);
   const int64_t nb = cols / kQK;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -137,7 +139,7 @@ void packed_q4_1_half(const void* w, const Acts* x, int64_t cols, float* y, int6
     for (int j = 0; j < R; ++j) acc[h][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, g += kBytes) {
     if constexpr (H == 2) {
-      for (int line = 0; line < 5; ++line)
+      for (size_t line = 0; line < (kBytes + 63) / 64; ++line)
         _mm_prefetch(reinterpret_cast<const char*>(g + 8 * kBytes + 64 * line), _MM_HINT_T0);
     }
     for (int h = 0; h < H; ++h) {
@@ -145,7 +147,7 @@ void packed_q4_1_half(const void* w, const Acts* x, int64_t cols, float* y, int6
       __m256i sum[R];
       for (int j = 0; j < R; ++j) sum[j] = _mm256_setzero_si256();
       for (int s = 0; s < 4; ++s) {
-        const __m256i raw = load256(g + 64 + 64 * s + 32 * half);
+        const __m256i raw = load256(g + kCodes + 64 * s + 32 * half);
         const __m256i lo = _mm256_and_si256(raw, m4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
         for (int j = 0; j < R; ++j) {
@@ -156,13 +158,17 @@ void packed_q4_1_half(const void* w, const Acts* x, int64_t cols, float* y, int6
       }
       const auto* d16 = reinterpret_cast<const uint16_t*>(g) + 8 * half;
       const __m256 dw = _mm256_cvtph_ps(load128(d16));
-      const __m256 mw = _mm256_cvtph_ps(load128(d16 + 16));
       for (int j = 0; j < R; ++j) {
         const float dx = x[j].d[b];
-        acc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sum[j], ones)),
-                                    _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc[h][j]);
-        acc[h][j] =
-            _mm256_fmadd_ps(mw, _mm256_set1_ps(dx * static_cast<float>(x[j].isum[b])), acc[h][j]);
+        __m256i dot = _mm256_madd_epi16(sum[j], ones);
+        if constexpr (!kMin) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(8 * x[j].isum[b]));
+        acc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(dx)),
+                                    acc[h][j]);
+        if constexpr (kMin) {
+          const __m256 mw = _mm256_cvtph_ps(load128(d16 + 16));
+          acc[h][j] =
+              _mm256_fmadd_ps(mw, _mm256_set1_ps(dx * static_cast<float>(x[j].isum[b])), acc[h][j]);
+        }
       }
     }
   }
@@ -193,8 +199,12 @@ void by_pairs(const void* w, const Acts* x, int rows, int64_t cols, float* y, in
 
 GemmFn packed_avx2(TensorType type) {
   switch (type) {
+    case TensorType::Q4_0:
+      return by_pairs<packed_q4_half<false, 1, 1>, packed_q4_half<false, 2, 1>,
+                      packed_q4_half<false, 1, 2>>;
     case TensorType::Q4_1:
-      return by_pairs<packed_q4_1_half<1, 1>, packed_q4_1_half<2, 1>, packed_q4_1_half<1, 2>>;
+      return by_pairs<packed_q4_half<true, 1, 1>, packed_q4_half<true, 2, 1>,
+                      packed_q4_half<true, 1, 2>>;
     case TensorType::Q4_K:
       return by_pairs<packed_q4_k_half<1, 1>, packed_q4_k_half<2, 1>, packed_q4_k_half<1, 2>>;
     default:

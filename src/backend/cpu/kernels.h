@@ -56,7 +56,7 @@ GemmKernel gemm_avx2(TensorType type);
 // activation rows; writes 16 outputs per activation row (y[j * y_stride + 0..15]). nullptr when
 // the type has no packed layout.
 GemmFn packed_avx512(TensorType type);
-// gemm_packed_avx2.cpp: the same without VNNI (vpmaddubsw); Q4_1 and Q4_K, nullptr for the
+// gemm_packed_avx2.cpp: the same without VNNI (vpmaddubsw); Q4_0, Q4_1 and Q4_K, nullptr for the
 // others.
 GemmFn packed_avx2(TensorType type);
 

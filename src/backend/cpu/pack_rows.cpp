@@ -1,6 +1,6 @@
-// Packing GGUF row-major Q8_0 / Q4_1 / Q5_0 / Q4_K / Q6_K weights into the row-interleaved layout
-// of packed.h, and the way back (one row to floats, through the original block so the values are
-// bit-identical to dequantize_row's). Runs once per weight at model load; plain C++.
+// Packing GGUF row-major Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q4_K / Q6_K weights into the row-interleaved
+// layout of packed.h, and the way back (one row to floats, through the original block so the values
+// are bit-identical to dequantize_row's). Runs once per weight at model load; plain C++.
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
@@ -17,6 +17,10 @@ constexpr int kR = static_cast<int>(kPackRows);
 struct PackedQ8_0 {
   uint16_t d[kR];
   uint8_t q[8][kR][4];
+};
+struct PackedQ4_0 {
+  uint16_t d[kR];
+  uint8_t qs[4][kR][4];
 };
 struct PackedQ4_1 {
   uint16_t d[kR];
@@ -42,6 +46,7 @@ struct PackedQ6_K {
   uint8_t qh[16][kR][4];
 };
 static_assert(sizeof(PackedQ8_0) == 16 * sizeof(BlockQ8_0));
+static_assert(sizeof(PackedQ4_0) == 16 * sizeof(BlockQ4_0));
 static_assert(sizeof(PackedQ4_1) == 16 * sizeof(BlockQ4_1));
 static_assert(sizeof(PackedQ5_0) == 16 * sizeof(BlockQ5_0));
 static_assert(sizeof(PackedQ4_K) == 16 * sizeof(BlockQ4_K) + 64);
@@ -51,6 +56,8 @@ size_t group_block_bytes(TensorType type) {
   switch (type) {
     case TensorType::Q8_0:
       return sizeof(PackedQ8_0);
+    case TensorType::Q4_0:
+      return sizeof(PackedQ4_0);
     case TensorType::Q4_1:
       return sizeof(PackedQ4_1);
     case TensorType::Q5_0:
@@ -97,6 +104,13 @@ void pack_block(TensorType type, const uint8_t* const* row_blocks, void* out) {
       p.d[r] = b.d;
       for (int s = 0; s < 8; ++s)
         for (int i = 0; i < 4; ++i) p.q[s][r][i] = static_cast<uint8_t>(b.qs[4 * s + i]) ^ 0x80;
+    }
+  } else if (type == TensorType::Q4_0) {
+    auto& p = *static_cast<PackedQ4_0*>(out);
+    for (int r = 0; r < kR; ++r) {
+      const auto& b = *reinterpret_cast<const BlockQ4_0*>(row_blocks[r]);
+      p.d[r] = b.d;
+      for (int s = 0; s < 4; ++s) std::memcpy(p.qs[s][r], b.qs + 4 * s, 4);
     }
   } else if (type == TensorType::Q4_1) {
     auto& p = *static_cast<PackedQ4_1*>(out);
@@ -163,6 +177,11 @@ void unpack_block(TensorType type, const void* in, int r, uint8_t* block) {
     b.d = p.d[r];
     for (int s = 0; s < 8; ++s)
       for (int i = 0; i < 4; ++i) b.qs[4 * s + i] = static_cast<int8_t>(p.q[s][r][i] ^ 0x80);
+  } else if (type == TensorType::Q4_0) {
+    const auto& p = *static_cast<const PackedQ4_0*>(in);
+    auto& b = *reinterpret_cast<BlockQ4_0*>(block);
+    b.d = p.d[r];
+    for (int s = 0; s < 4; ++s) std::memcpy(b.qs + 4 * s, p.qs[s][r], 4);
   } else if (type == TensorType::Q4_1) {
     const auto& p = *static_cast<const PackedQ4_1*>(in);
     auto& b = *reinterpret_cast<BlockQ4_1*>(block);

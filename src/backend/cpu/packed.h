@@ -6,9 +6,9 @@
 //
 // Layout per group of 16 rows (g) and block index b (GGUF block b of each of the 16 rows):
 //   Q8_0 (544 B, = 16 row blocks):  d[16] fp16 | q[8 steps][16 rows][4] = qs ^ 0x80 (unsigned)
-//   Q4_1 (320 B, = 16 row blocks):  d[16] fp16 | m[16] fp16 | qs[4 steps][16 rows][4] = the GGUF
-//                                    qs[4s + i] (low nibble element 4s + i, high 16 + 4s + i);
-//                                    AVX2 only (gemm_packed_avx2.cpp)
+//   Q4_0 (288 B, = 16 row blocks):  d[16] fp16 | qs[4 steps][16 rows][4] = the GGUF qs[4s + i]
+//                                    (low nibble element 4s + i, high 16 + 4s + i); AVX2 only
+//   Q4_1 (320 B, = 16 row blocks):  d[16] fp16 | m[16] fp16 | qs as Q4_0's; AVX2 only
 //   Q5_0 (352 B, = 16 row blocks):  d[16] fp16 | qs[4 steps][16 rows][4] = the GGUF qs[4s + i]
 //                                    (low nibble element 4s + i, high nibble 16 + 4s + i) |
 //                                    hmask[8] u64: hmask[2s + h] bit 4r + i = bit 4 of element
@@ -35,8 +35,8 @@ namespace tern::cpu {
 inline constexpr int64_t kPackRows = 16;
 
 // Whether W[rows x cols] of `type` can be packed and this CPU (path) has the packed kernels:
-// Q8_0, Q5_0, Q4_K and Q6_K on the AVX-512 path, Q4_1 and Q4_K on the AVX2 path; rows a multiple
-// of 16.
+// Q8_0, Q5_0, Q4_K and Q6_K on the AVX-512 path, Q4_0, Q4_1 and Q4_K on the AVX2 path; rows a
+// multiple of 16.
 bool can_pack(TensorType type, int64_t rows, int64_t cols, CpuPath path = default_cpu_path());
 
 // Bytes of the packed form of W[rows x cols].
