@@ -28,11 +28,6 @@ namespace {
 
 using namespace tern::quant;
 
-// 4 activation bytes in every 32-bit lane.
-inline __m256i bcast4(const int8_t* p) {
-  return _mm256_set1_epi32(static_cast<int32_t>(load_u32(reinterpret_cast<const uint8_t*>(p))));
-}
-
 // 8 bytes (one per row) as 8 int32 lanes holding the byte in both 16-bit halves: the vpmaddwd
 // factor that multiplies both int16 sums of a row's lane.
 inline __m256i byte_pairs(const uint8_t* p) {
@@ -72,8 +67,9 @@ void packed_q4_k_half(const void* w, const Acts* x, int64_t cols, float* y, int6
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
           for (int j = 0; j < R; ++j) {
             const int8_t* a = x[j].qs + b * kQKK + 64 * p + 4 * s;
-            lo_sum[h][j] = _mm256_add_epi16(lo_sum[h][j], _mm256_maddubs_epi16(lo, bcast4(a)));
-            hi_sum[h][j] = _mm256_add_epi16(hi_sum[h][j], _mm256_maddubs_epi16(hi, bcast4(a + 32)));
+            lo_sum[h][j] = _mm256_add_epi16(lo_sum[h][j], _mm256_maddubs_epi16(lo, broadcast4(a)));
+            hi_sum[h][j] =
+                _mm256_add_epi16(hi_sum[h][j], _mm256_maddubs_epi16(hi, broadcast4(a + 32)));
           }
         }
       }
@@ -152,8 +148,8 @@ void packed_q4_half(const void* w, const Acts* x, int64_t cols, float* y, int64_
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
         for (int j = 0; j < R; ++j) {
           const int8_t* a = x[j].qs + b * kQK + 4 * s;
-          sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(lo, bcast4(a)));
-          sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(hi, bcast4(a + 16)));
+          sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(lo, broadcast4(a)));
+          sum[j] = _mm256_add_epi16(sum[j], _mm256_maddubs_epi16(hi, broadcast4(a + 16)));
         }
       }
       const auto* d16 = reinterpret_cast<const uint16_t*>(g) + 8 * half;

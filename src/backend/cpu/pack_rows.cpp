@@ -96,6 +96,28 @@ uint32_t q5_high_bits(const BlockQ5_0& b) {
          uint32_t{b.qh[3]} << 24;
 }
 
+// Q4_0 / Q4_1: step s byte i of a row is the GGUF qs[4s + i] (low nibble element 4s + i, high
+// nibble 16 + 4s + i); d (and Q4_1's m) a row.
+template <typename Packed, typename Block>
+void pack_q4(const uint8_t* const* row_blocks, void* out) {
+  auto& p = *static_cast<Packed*>(out);
+  for (int r = 0; r < kR; ++r) {
+    const auto& b = *reinterpret_cast<const Block*>(row_blocks[r]);
+    p.d[r] = b.d;
+    if constexpr (requires { b.m; }) p.m[r] = b.m;
+    for (int s = 0; s < 4; ++s) std::memcpy(p.qs[s][r], b.qs + 4 * s, 4);
+  }
+}
+
+template <typename Packed, typename Block>
+void unpack_q4(const void* in, int r, uint8_t* block) {
+  const auto& p = *static_cast<const Packed*>(in);
+  auto& b = *reinterpret_cast<Block*>(block);
+  b.d = p.d[r];
+  if constexpr (requires { b.m; }) b.m = p.m[r];
+  for (int s = 0; s < 4; ++s) std::memcpy(b.qs + 4 * s, p.qs[s][r], 4);
+}
+
 void pack_block(TensorType type, const uint8_t* const* row_blocks, void* out) {
   if (type == TensorType::Q8_0) {
     auto& p = *static_cast<PackedQ8_0*>(out);
@@ -106,21 +128,9 @@ void pack_block(TensorType type, const uint8_t* const* row_blocks, void* out) {
         for (int i = 0; i < 4; ++i) p.q[s][r][i] = static_cast<uint8_t>(b.qs[4 * s + i]) ^ 0x80;
     }
   } else if (type == TensorType::Q4_0) {
-    auto& p = *static_cast<PackedQ4_0*>(out);
-    for (int r = 0; r < kR; ++r) {
-      const auto& b = *reinterpret_cast<const BlockQ4_0*>(row_blocks[r]);
-      p.d[r] = b.d;
-      for (int s = 0; s < 4; ++s) std::memcpy(p.qs[s][r], b.qs + 4 * s, 4);
-    }
+    pack_q4<PackedQ4_0, BlockQ4_0>(row_blocks, out);
   } else if (type == TensorType::Q4_1) {
-    auto& p = *static_cast<PackedQ4_1*>(out);
-    for (int r = 0; r < kR; ++r) {
-      const auto& b = *reinterpret_cast<const BlockQ4_1*>(row_blocks[r]);
-      p.d[r] = b.d;
-      p.m[r] = b.m;
-      // Step s byte i: the GGUF qs[4s + i] (low nibble element 4s + i, high nibble 16 + 4s + i).
-      for (int s = 0; s < 4; ++s) std::memcpy(p.qs[s][r], b.qs + 4 * s, 4);
-    }
+    pack_q4<PackedQ4_1, BlockQ4_1>(row_blocks, out);
   } else if (type == TensorType::Q5_0) {
     auto& p = *static_cast<PackedQ5_0*>(out);
     std::memset(p.hmask, 0, sizeof p.hmask);
@@ -178,16 +188,9 @@ void unpack_block(TensorType type, const void* in, int r, uint8_t* block) {
     for (int s = 0; s < 8; ++s)
       for (int i = 0; i < 4; ++i) b.qs[4 * s + i] = static_cast<int8_t>(p.q[s][r][i] ^ 0x80);
   } else if (type == TensorType::Q4_0) {
-    const auto& p = *static_cast<const PackedQ4_0*>(in);
-    auto& b = *reinterpret_cast<BlockQ4_0*>(block);
-    b.d = p.d[r];
-    for (int s = 0; s < 4; ++s) std::memcpy(b.qs + 4 * s, p.qs[s][r], 4);
+    unpack_q4<PackedQ4_0, BlockQ4_0>(in, r, block);
   } else if (type == TensorType::Q4_1) {
-    const auto& p = *static_cast<const PackedQ4_1*>(in);
-    auto& b = *reinterpret_cast<BlockQ4_1*>(block);
-    b.d = p.d[r];
-    b.m = p.m[r];
-    for (int s = 0; s < 4; ++s) std::memcpy(b.qs + 4 * s, p.qs[s][r], 4);
+    unpack_q4<PackedQ4_1, BlockQ4_1>(in, r, block);
   } else if (type == TensorType::Q5_0) {
     const auto& p = *static_cast<const PackedQ5_0*>(in);
     auto& b = *reinterpret_cast<BlockQ5_0*>(block);

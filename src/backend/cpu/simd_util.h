@@ -55,6 +55,11 @@ inline uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 
+// 4 activation bytes in every 32-bit lane.
+inline __m256i broadcast4(const int8_t* p) {
+  return _mm256_set1_epi32(static_cast<int32_t>(load_u32(reinterpret_cast<const uint8_t*>(p))));
+}
+
 // The 32 codes of a Q4_0-style block in element order, [low nibbles | high nibbles], each byte
 // still holding both nibbles (mask with 0x0F).
 inline __m256i nibbles_raw(const uint8_t* qs) {
