@@ -18,6 +18,11 @@
 namespace tern {
 namespace {
 
+// Memory kept free beside the weights (and, on the GPU, the KV cache) for the forward's
+// activations, cuBLAS's workspace and the dequantized prefill tiles; prefill_chunk_tokens sizes
+// the GPU's prefill chunk to three quarters of it.
+constexpr uint64_t kWorkBytes = uint64_t{1} << 30;
+
 // Reads every page of the weights once so the first request does not pay for page faults, and
 // shows progress while doing it (a cold 10 GB file takes a while).
 void prefetch(const GgufFile& file, bool progress) {
@@ -80,7 +85,7 @@ Result<void> make_cuda_device(LoadedModel& m, const std::string& device) {
   auto info = cuda_device_info(ordinal);
   if (!info) return info.error();
   const uint64_t weights = m.file.tensor_bytes();
-  const uint64_t need = weights + (uint64_t{1} << 30);
+  const uint64_t need = weights + kWorkBytes;
   if (need > info->free_bytes) {
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     return make_error(
@@ -264,11 +269,11 @@ Result<void> make_cache(LoadedModel& m, const LoadOptions& options, bool on_gpu)
     auto gpu = cuda_device_info(static_cast<CudaDevice&>(*m.device).info().ordinal);
     if (!gpu) return gpu.error();
     available = gpu->free_bytes;
-    reserve = uint64_t{1} << 30;  // activations, cuBLAS, dequantized prefill tiles
+    reserve = kWorkBytes;
 #endif
   } else {
     available = available_memory();
-    reserve = m.file.tensor_bytes() + (uint64_t{1} << 30);
+    reserve = m.file.tensor_bytes() + kWorkBytes;
   }
   int64_t context = options.context > 0 ? options.context
                                         : default_context(m, options.kv_type,
@@ -315,7 +320,7 @@ int64_t prefill_chunk_tokens(const ModelShape& shape, int64_t feed_forward, bool
   const int64_t q = shape.heads * shape.head_dim, kv = shape.kv_heads * shape.head_dim;
   const int64_t bytes_per_token =
       4 * (4 * shape.hidden + q + 2 * kv + 3 * ffn) + 2 * std::max(shape.hidden, ffn);
-  constexpr int64_t kActivationBytes = int64_t{768} << 20;
+  constexpr auto kActivationBytes = static_cast<int64_t>(kWorkBytes / 4 * 3);
   int64_t chunk = 2048;
   while (chunk > kCpuChunk && chunk * bytes_per_token > kActivationBytes) chunk /= 2;
   return chunk;

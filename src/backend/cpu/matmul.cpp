@@ -261,8 +261,8 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
   return ok_result();
 }
 
-// The packed kernel of a path: AVX-512 VNNI's, or AVX2's (Q4_K). Weights packed on an AVX-512
-// machine keep its kernels under TERN_CPU_PATH=avx2 for the types AVX2 has none for.
+// The packed kernel of a path: AVX-512 VNNI's, or AVX2's (Q4_0, Q4_1, Q4_K). Weights packed on an
+// AVX-512 machine keep its kernels under TERN_CPU_PATH=avx2 for the types AVX2 has none for.
 static detail::GemmFn packed_kernel(TensorType type, CpuPath path) {
   detail::GemmFn k =
       path == CpuPath::Avx512 ? detail::packed_avx512(type) : detail::packed_avx2(type);
