@@ -56,13 +56,15 @@ constexpr int kKeyTile = 32;
 // current one (the plain kernel loads, waits, then computes), and the K and V fragments come from
 // shared memory through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of
 // 16 two-byte loads). The same products in the same order: the same results.
-// kSplit: Q and P as two f16 halves each (float precision, twice the mma work); without it, one
-// f16 each, as llama.cpp's flash attention does (TERN_CUDA_ATTN_PREFILL=3, for measurement only:
-// the numpy mirror puts its output 2.1-2.5e-4 rel rms from float64, the split one 1-2e-7; the
-// attention cases ask 1e-4 of the CPU). 168 registers (three blocks a multiprocessor) against
-// 225. Not run on a GPU yet; prediction: after 16K keys ~1.6x the split kernel's speed.
-template <int D, bool kAsync, bool kSplit = true>
-__global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
+// kSplitQ, kSplitP: Q and P as two f16 halves each (float precision, twice the mma work); without
+// them, one f16 each, as llama.cpp's flash attention does (TERN_CUDA_ATTN_PREFILL=3, for
+// measurement only: the numpy mirror puts its output 2.1-2.5e-4 rel rms from float64, the split
+// one 1-2e-7; the attention cases ask 1e-4 of the CPU). 168 registers (three blocks a
+// multiprocessor) against 225. TERN_CUDA_ATTN_PREFILL=4 splits Q only (the scores keep float
+// precision, P's f16 rounding stays: 1-2e-4 in a numpy experiment, 3/4 of the mma work).
+// Not run on a GPU yet; prediction: after 16K keys ~1.6x (3) and ~1.25x (4) the split kernel.
+template <int D, bool kAsync, bool kSplitQ = true, bool kSplitP = kSplitQ>
+__global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
   // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
   // the 8 rows an ldmatrix reads in 8 different groups of 4.
@@ -135,13 +137,18 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
   const auto* vc = static_cast<const __half*>(a.v_cache);
   constexpr int kPieces = D / 8;  // 16-byte pieces a row
   // kAsync: the copies of the tile at k0 into buffer `buffer` (zeros past the end), one group.
+  // One block-table lookup a lane (lane l finds key k0 + l's slot; a tile is 32 keys), the rows'
+  // slots then taken by shuffle: a thread copies pieces of 4 (D = 128) different rows, and 4
+  // lookups with their divisions cost more issue slots than the copies.
+  static_assert(kKeyTile == 32, "one key a lane");
   auto issue_tile = [&](int64_t k0, int buffer) {
+    const int64_t lane_key = k0 + lane;
+    const long long lane_slot = lane_key < keys_end ? key_slot(table, lane_key, a.block_size) : 0;
     for (int p = static_cast<int>(threadIdx.x); p < kKeyTile * kPieces; p += 32 * kWarps) {
       const int r = p / kPieces, piece = p % kPieces;
       const int64_t pos = k0 + r;
-      int64_t at = 0;
-      if (pos < keys_end)
-        at = (key_slot(table, pos, a.block_size) * a.kv_heads + kvh) * D + piece * 8;
+      const long long slot = __shfl_sync(0xffffffffu, lane_slot, r);
+      const int64_t at = pos < keys_end ? (slot * a.kv_heads + kvh) * D + piece * 8 : 0;
       cp_async16(shared_address(sk_all[buffer] + r * kStride + piece * 8), kc + at, pos < keys_end);
       cp_async16(shared_address(sv_all[buffer] + r * kStride + piece * 8), vc + at, pos < keys_end);
     }
@@ -194,9 +201,9 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
           uint32_t b[4];
           ldmatrix_x4(b, k_address + 32 * kk);
           mma_f16(s[j], qh[kk], b[0], b[1]);
-          if constexpr (kSplit) mma_f16(s[j], ql[kk], b[0], b[1]);
+          if constexpr (kSplitQ) mma_f16(s[j], ql[kk], b[0], b[1]);
           mma_f16(s[j], qh[kk + 1], b[2], b[3]);
-          if constexpr (kSplit) mma_f16(s[j], ql[kk + 1], b[2], b[3]);
+          if constexpr (kSplitQ) mma_f16(s[j], ql[kk + 1], b[2], b[3]);
         }
       } else {
         const __half* krow = sk + (8 * j + g) * kStride;
@@ -279,9 +286,9 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
           uint32_t b[4];
           ldmatrix_x4_trans(b, v_address + 16 * d);
           mma_f16(o[d], ph, b[0], b[1]);
-          if constexpr (kSplit) mma_f16(o[d], pl, b[0], b[1]);
+          if constexpr (kSplitP) mma_f16(o[d], pl, b[0], b[1]);
           mma_f16(o[d + 1], ph, b[2], b[3]);
-          if constexpr (kSplit) mma_f16(o[d + 1], pl, b[2], b[3]);
+          if constexpr (kSplitP) mma_f16(o[d + 1], pl, b[2], b[3]);
         }
       } else {
         const __half* v0 = sv + (16 * ks + 2 * t) * kStride;
@@ -325,10 +332,14 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles, 1 the plain tiles, 3 the cp.async tiles
-  // with single-f16 Q and P (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
+  // with single-f16 Q and P, 4 with single-f16 P (A/B runs; 0 is the CUDA-core kernels,
+  // cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
-    return v == nullptr ? 2 : std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "3") == 0 ? 3 : 2;
+    if (v == nullptr) return 2;
+    for (const int n : {1, 3, 4})
+      if (std::atoi(v) == n) return n;
+    return 2;
   }();
   const unsigned threads = 32 * kWarps;
   if (a.head_dim == 64) {
@@ -336,6 +347,8 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
       prefill_attention_kernel<64, false><<<grid, threads, 0, stream>>>(a, tiles);
     } else if (variant == 3) {
       prefill_attention_kernel<64, true, false><<<grid, threads, 0, stream>>>(a, tiles);
+    } else if (variant == 4) {
+      prefill_attention_kernel<64, true, true, false><<<grid, threads, 0, stream>>>(a, tiles);
     } else {
       prefill_attention_kernel<64, true><<<grid, threads, 0, stream>>>(a, tiles);
     }
@@ -343,6 +356,8 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
     prefill_attention_kernel<128, false><<<grid, threads, 0, stream>>>(a, tiles);
   } else if (variant == 3) {
     prefill_attention_kernel<128, true, false><<<grid, threads, 0, stream>>>(a, tiles);
+  } else if (variant == 4) {
+    prefill_attention_kernel<128, true, true, false><<<grid, threads, 0, stream>>>(a, tiles);
   } else {
     prefill_attention_kernel<128, true><<<grid, threads, 0, stream>>>(a, tiles);
   }

@@ -474,7 +474,11 @@ template <>
 struct Pair<TensorType::Q4_K> {
   static constexpr int kBytes = 144;
   // Superblock `sb` of both rows; the lane's part j = lane % 8: quant chunk c2 = j / 2 (sub-blocks
-  // 2 c2 and 2 c2 + 1), half h = j % 2 (elements 16 h .. 16 h + 15 of each).
+  // 2 c2 and 2 c2 + 1), half h = j % 2 (elements 16 h .. 16 h + 15 of each). Issue slots are
+  // what this kernel spends (see the file's comment), so: the scales unpacked without a branch
+  // (q4k_scale_words), each sub-block's integer dot scaled by its integer scale before the one
+  // conversion to float, and the two blocks' min terms split between the two halves' lanes
+  // (lane h adds block 2 c2 + h's) instead of one lane adding both under a branch.
   __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
                              int lane, float& acc0, float& acc1) {
     const int j = lane & 7, c2 = j >> 1, h = j & 1;
@@ -482,18 +486,16 @@ struct Pair<TensorType::Q4_K> {
     const int4 x0 = ldg16(a.qs + blk0 * 32 + 16 * h);
     const int4 x1 = ldg16(a.qs + (blk0 + 1) * 32 + 16 * h);
     const float2 xd = __ldg(reinterpret_cast<const float2*>(a.d + blk0));
-    const float2 xs = __ldg(reinterpret_cast<const float2*>(a.s + blk0));
+    const float xs = __ldg(a.s + blk0 + h);
     float res[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const uint8_t* b = (r == 0 ? r0 : r1) + sb * kBytes;
       const int4 hd = ldg16(b);
       const int4 q = ldg16(b + 16 + c2 * 32 + 16 * h);
-      const uint32_t dd = static_cast<uint32_t>(hd.x);
-      const float d = half_bits_to_float(static_cast<uint16_t>(dd & 0xFFFF));
-      const float dmin = half_bits_to_float(static_cast<uint16_t>(dd >> 16));
-      int sc0, sc1, m0, m1;
-      q4k_scales(hd, c2, sc0, sc1, m0, m1);
+      const float2 dm = __half22float2(*reinterpret_cast<const __half2*>(&hd.x));  // d, dmin
+      uint32_t scw, mw;
+      q4k_scale_words(hd, c2, scw, mw);
       const uint32_t qw[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
                               static_cast<uint32_t>(q.z), static_cast<uint32_t>(q.w)};
       const int xa[4] = {x0.x, x0.y, x0.z, x0.w}, xb[4] = {x1.x, x1.y, x1.z, x1.w};
@@ -503,12 +505,11 @@ struct Pair<TensorType::Q4_K> {
         dot0 = __dp4a(static_cast<int>(qw[i] & 0x0F0F0F0Fu), xa[i], dot0);
         dot1 = __dp4a(static_cast<int>((qw[i] >> 4) & 0x0F0F0F0Fu), xb[i], dot1);
       }
-      // The min term covers the whole 32-element block: the h = 0 lane adds it.
-      const float mins =
-          h == 0 ? dmin * (static_cast<float>(m0) * xs.x + static_cast<float>(m1) * xs.y) : 0.0f;
-      res[r] = d * (static_cast<float>(sc0) * xd.x * static_cast<float>(dot0) +
-                    static_cast<float>(sc1) * xd.y * static_cast<float>(dot1)) -
-               mins;
+      const int sc0 = static_cast<int>(scw & 0xFF), sc1 = static_cast<int>(scw >> 8);
+      const int mh = static_cast<int>((mw >> (8 * h)) & 0xFF);
+      const float scaled = xd.x * static_cast<float>(sc0 * dot0) +
+                           xd.y * static_cast<float>(sc1 * dot1);
+      res[r] = dm.x * scaled - dm.y * (static_cast<float>(mh) * xs);
     }
     acc0 += res[0];
     acc1 += res[1];
@@ -793,22 +794,19 @@ struct PairN<TensorType::Q4_K> {
     const int j = lane & 7, c2 = j >> 1, h = j & 1;
     const int64_t blk0 = sb * 8 + 2 * c2;
     uint32_t qw[2][4];
-    float d0[2], d1[2], mins0[2], mins1[2];  // per row: scale x sub-block scale, and min terms
+    float d0[2], d1[2], minh[2];  // per row: scale x sub-block scale, and the lane's min term
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int4 hd = w.hd[r], q = w.q[r];
-      const uint32_t dd = static_cast<uint32_t>(hd.x);
-      const float d = half_bits_to_float(static_cast<uint16_t>(dd & 0xFFFF));
-      const float dmin = half_bits_to_float(static_cast<uint16_t>(dd >> 16));
-      int sc0, sc1, m0, m1;
-      q4k_scales(hd, c2, sc0, sc1, m0, m1);
+      const float2 dm = __half22float2(*reinterpret_cast<const __half2*>(&hd.x));  // d, dmin
+      uint32_t scw, mw;
+      q4k_scale_words(hd, c2, scw, mw);
       qw[r][0] = static_cast<uint32_t>(q.x), qw[r][1] = static_cast<uint32_t>(q.y);
       qw[r][2] = static_cast<uint32_t>(q.z), qw[r][3] = static_cast<uint32_t>(q.w);
-      d0[r] = d * static_cast<float>(sc0);
-      d1[r] = d * static_cast<float>(sc1);
-      // The min term covers the whole 32-element block: the h = 0 lane adds it.
-      mins0[r] = h == 0 ? dmin * static_cast<float>(m0) : 0.0f;
-      mins1[r] = h == 0 ? dmin * static_cast<float>(m1) : 0.0f;
+      d0[r] = dm.x * static_cast<float>(scw & 0xFF);
+      d1[r] = dm.x * static_cast<float>(scw >> 8);
+      // Block 2 c2 + h's min term (it covers the whole 32-element block): lane h adds it.
+      minh[r] = dm.y * static_cast<float>((mw >> (8 * h)) & 0xFF);
     }
     const int64_t blocks_per_row = a.k / 32;
 #pragma unroll
@@ -818,7 +816,7 @@ struct PairN<TensorType::Q4_K> {
         const int4 x0 = ldg16(xq + blk0 * 32 + 16 * h);
         const int4 x1 = ldg16(xq + (blk0 + 1) * 32 + 16 * h);
         const float2 xd = __ldg(reinterpret_cast<const float2*>(a.d + x * blocks_per_row + blk0));
-        const float2 xs = __ldg(reinterpret_cast<const float2*>(a.s + x * blocks_per_row + blk0));
+        const float xs = __ldg(a.s + x * blocks_per_row + blk0 + h);
         const int xa[4] = {x0.x, x0.y, x0.z, x0.w}, xb[4] = {x1.x, x1.y, x1.z, x1.w};
         float res[2];
 #pragma unroll
@@ -830,7 +828,7 @@ struct PairN<TensorType::Q4_K> {
             dot1 = __dp4a(static_cast<int>((qw[r][i] >> 4) & 0x0F0F0F0Fu), xb[i], dot1);
           }
           res[r] = d0[r] * xd.x * static_cast<float>(dot0) +
-                   d1[r] * xd.y * static_cast<float>(dot1) - (mins0[r] * xs.x + mins1[r] * xs.y);
+                   d1[r] * xd.y * static_cast<float>(dot1) - minh[r] * xs;
         }
         acc0[x] += res[0];
         acc1[x] += res[1];

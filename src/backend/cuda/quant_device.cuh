@@ -46,6 +46,23 @@ __device__ __forceinline__ void q4k_scales(const int4& hd, int c2, int& sc0, int
   }
 }
 
+// The same four values for a c2 that varies across a warp's lanes, without a branch (the branch
+// above diverges: lanes of both halves run both paths): the scales of sub-blocks 2 c2 and
+// 2 c2 + 1 in bytes 0 and 1 of sc, their mins in bytes 0 and 1 of m. For c2 >= 2 a value's low
+// four bits come from a nibble of the last four scale bytes and its high two from bits 6-7 of
+// the first eight: ((w >> 2) & 0x30) per byte moves bits 6-7 to 4-5.
+__device__ __forceinline__ void q4k_scale_words(const int4& hd, int c2, uint32_t& sc,
+                                                uint32_t& m) {
+  const uint32_t shift = 16 * (c2 & 1);
+  const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
+  const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
+  const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
+  const bool low = c2 < 2;
+  const uint32_t keep = low ? 0x3F3Fu : 0x0F0Fu, high = low ? 0u : 0x3030u;
+  sc = ((low ? w0 : w2) & keep) | ((w0 >> 2) & high);
+  m = ((low ? w1 : w2 >> 4) & keep) | ((w1 >> 2) & high);
+}
+
 static __constant__ int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                              1,    13,   25,  38,  53,  69,  89,  113};
 
