@@ -29,10 +29,20 @@
 // -d 16384 -p 512 -p 4096 -n 1`, Q4_K_M:
 // prefill after 16K tokens 4,439 / 4,208 -> 6,170 / 5,991 tok/s, after 1K 14,172 / 12,277 ->
 // 14,875 / 14,326). TERN_CUDA_ATTN_PREFILL=1 takes the plain tiles (A/B runs).
-// Since then, not yet run on a GPU: scores in log2 units (scale and log2 e folded into Q, exp2f),
-// no mask arithmetic on key tiles every row of the block sees whole (nearly all after a long
-// context), and no rescale of O when a tile moves no row's maximum: ~250 of the ~700 non-mma
-// instructions a lane spends on a tile. Prediction: 512 tokens after 16K keys 1.53 -> ~1.3 ms.
+// Since then: scores in log2 units (scale and log2 e folded into Q), no mask arithmetic on key
+// tiles every row of the block sees whole, no rescale of O when a tile moves no row's maximum
+// (predicted 1.53 -> ~1.3 ms; measured 2026-12-05 on an H200: 1.93 ms, the plain tiles slower by
+// the same factor, so no gain seen). Nsight Compute on that build (H200, a 2,048-token chunk):
+// issue slots 25% busy, tensor pipe 21%, two warps a scheduler, no eligible warp 71% of cycles,
+// ~930 instructions a warp a key tile of which 128 mmas: latency- and instruction-bound, not
+// mma-bound (single-f16 products, TERN_CUDA_ATTN_PREFILL=3, gained only 1.12x). The SASS
+// (cuobjdump from PyPI's nvidia-cuda-cuobjdump) showed where the rest went: per-score tests of
+// "whole tile" and soft-capping kept as 16 predicate bits in a register, and a tile copy loop with
+// a division and 64-bit products per 16-byte piece (~330 instructions). Now: one uniform branch
+// skips the per-score mask and cap code on whole uncapped tiles, the mask compares in 32 bits,
+// exp2 by ex2.approx.ftz, and the copies as shuffles of one lookup a lane with fixed shared
+// offsets: ~500 instructions a whole tile (128 mmas), the main loop 2,485 -> 1,124 static
+// instructions. Not yet run on a GPU; prediction: 512 tokens after 16K keys 1.93 -> ~1.4 ms (H200).
 // Taken for F16 caches with heads of 64 or 128 and no token trees (TERN_CUDA_ATTN_PREFILL=0: the
 // CUDA-core kernels); cuda_device_test's attention cases and cuda_forward_test run through it.
 #include <cuda_fp16.h>
@@ -95,10 +105,17 @@ __global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
   // Scores come out in log2 units for exp2f: the scale and log2 e folded into Q before its split
   // (with soft-capping, only the scale: log2 e is applied after the cap).
   constexpr float kLog2e = 1.4426950408889634f;
-  const float q_scale = a.softcap > 0.0f ? a.scale : a.scale * kLog2e;
-  auto logit = [&](float v) {
-    return a.softcap > 0.0f ? a.softcap * tanhf(v / a.softcap) * kLog2e : v;
-  };
+  const bool capped = a.softcap > 0.0f;
+  const float q_scale = capped ? a.scale : a.scale * kLog2e;
+  const float inverse_cap = capped ? 1.0f / a.softcap : 0.0f;
+  auto logit = [&](float v) { return capped ? a.softcap * tanhf(v * inverse_cap) * kLog2e : v; };
+  // Positions in 32 bits for the mask tests (a 64-bit compare is two instructions).
+  int32_t qpos32[2], key_first32[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    qpos32[h] = static_cast<int32_t>(qpos[h]);
+    key_first32[h] = static_cast<int32_t>(key_first[h]);
+  }
   // Q fragments, split into f16 high and low halves: [k step][a0..a3].
   uint32_t qh[D / 16][4], ql[D / 16][4];
 #pragma unroll
@@ -137,20 +154,33 @@ __global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
   const auto* vc = static_cast<const __half*>(a.v_cache);
   constexpr int kPieces = D / 8;  // 16-byte pieces a row
   // kAsync: the copies of the tile at k0 into buffer `buffer` (zeros past the end), one group.
-  // One block-table lookup a lane (lane l finds key k0 + l's slot; a tile is 32 keys), the rows'
-  // slots then taken by shuffle: a thread copies pieces of 4 (D = 128) different rows, and 4
-  // lookups with their divisions cost more issue slots than the copies.
+  // One block-table lookup a lane (lane l finds key k0 + l's row; a tile is 32 keys), the rows
+  // then taken by shuffle. A thread copies the same 16-byte piece of kKeyTile / kRowsAPass rows
+  // kRowsAPass apart, so its shared-memory addresses are fixed offsets from one base: the loop
+  // is shuffles and copies (it was ~330 instructions a tile with a division and 64-bit products
+  // per piece; lookups and address arithmetic cost more issue slots than the copies).
   static_assert(kKeyTile == 32, "one key a lane");
+  constexpr int kRowsAPass = 32 * kWarps / kPieces;
+  static_assert(kKeyTile % kRowsAPass == 0, "whole passes");
+  const int piece = static_cast<int>(threadIdx.x) % kPieces;
+  const int row0 = static_cast<int>(threadIdx.x) / kPieces;
+  const uint32_t k_piece = shared_address(sk_all[0] + row0 * kStride + piece * 8);
+  const uint32_t v_piece = shared_address(sv_all[0] + row0 * kStride + piece * 8);
+  constexpr uint32_t kBufferBytes = kKeyTile * kStride * sizeof(__half);
+  constexpr uint32_t kPassBytes = kRowsAPass * kStride * sizeof(__half);
   auto issue_tile = [&](int64_t k0, int buffer) {
     const int64_t lane_key = k0 + lane;
-    const long long lane_slot = lane_key < keys_end ? key_slot(table, lane_key, a.block_size) : 0;
-    for (int p = static_cast<int>(threadIdx.x); p < kKeyTile * kPieces; p += 32 * kWarps) {
-      const int r = p / kPieces, piece = p % kPieces;
-      const int64_t pos = k0 + r;
-      const long long slot = __shfl_sync(0xffffffffu, lane_slot, r);
-      const int64_t at = pos < keys_end ? (slot * a.kv_heads + kvh) * D + piece * 8 : 0;
-      cp_async16(shared_address(sk_all[buffer] + r * kStride + piece * 8), kc + at, pos < keys_end);
-      cp_async16(shared_address(sv_all[buffer] + r * kStride + piece * 8), vc + at, pos < keys_end);
+    const long long lane_row =
+        lane_key < keys_end ? (key_slot(table, lane_key, a.block_size) * a.kv_heads + kvh) * D : 0;
+    const int64_t left = keys_end - k0;
+    const int keys_left = left < kKeyTile ? static_cast<int>(left) : kKeyTile;
+#pragma unroll
+    for (int i = 0; i < kKeyTile / kRowsAPass; ++i) {
+      const int r = row0 + i * kRowsAPass;
+      const int64_t at = __shfl_sync(0xffffffffu, lane_row, r) + piece * 8;  // 0 + piece outside
+      const uint32_t offset = buffer * kBufferBytes + i * kPassBytes;
+      cp_async16(k_piece + offset, kc + at, r < keys_left);
+      cp_async16(v_piece + offset, vc + at, r < keys_left);
     }
     cp_async_commit();
   };
@@ -219,20 +249,26 @@ __global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
     // Online softmax per row (rows g and g + 8; a row's 32 scores are spread over a quad).
     const bool full = k0 >= full_first && k0 + kKeyTile - 1 <= block_qpos_first;
     float tile_max[2] = {-INFINITY, -INFINITY};
+    // The common tile after a long context (every score seen, no soft-capping) leaves the
+    // scores as they are: one uniform branch for the tile. (A test per score made the compiler
+    // keep the 16 outcomes as bits of a register, ~3 instructions a score on every tile.)
+    if (!full || capped) {
+      const int32_t k32 = static_cast<int32_t>(k0) + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kKeyTile / 8; ++j) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int h = c >> 1;
+          const int32_t kpos = k32 + 8 * j + (c & 1);
+          const bool valid = full || (row_valid[h] && kpos <= qpos32[h] && kpos >= key_first32[h]);
+          s[j][c] = valid ? logit(s[j][c]) : -INFINITY;
+        }
+      }
+    }
 #pragma unroll
     for (int j = 0; j < kKeyTile / 8; ++j) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1;
-        if (full) {
-          s[j][c] = logit(s[j][c]);
-        } else {
-          const int64_t kpos = k0 + 8 * j + 2 * t + (c & 1);
-          const bool valid = row_valid[h] && kpos <= qpos[h] && kpos >= key_first[h];
-          s[j][c] = valid ? logit(s[j][c]) : -INFINITY;
-        }
-        tile_max[h] = fmaxf(tile_max[h], s[j][c]);
-      }
+      for (int c = 0; c < 4; ++c) tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[j][c]);
     }
     float corr[2];
 #pragma unroll
@@ -240,16 +276,18 @@ __global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
       const float m_new = fmaxf(m[h], tile_max[h]);
-      corr[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
+      corr[h] = m_new == -INFINITY ? 1.0f : fast_exp2(m[h] - m_new);
       m[h] = m_new;
     }
+    // exp2(-inf - m) = 0 for the masked scores; a row with none seen yet subtracts 0 (not -inf).
+    const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
     float row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int j = 0; j < kKeyTile / 8; ++j) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int h = c >> 1;
-        const float p = full || s[j][c] != -INFINITY ? exp2f(s[j][c] - m[h]) : 0.0f;
+        const float p = fast_exp2(s[j][c] - m_sub[h]);
         s[j][c] = p;
         row_sum[h] += p;
       }
