@@ -10,7 +10,8 @@
 # decode, llama-bench's prefill), shapes (the GPU against the CPU on tiny shape variants under
 # SHAPE_CONFIGS), cpu (the CPU backend's tests on this machine's AVX-512 CPU, and the GPU against
 # its AVX2 path), attn (decode attention kernels under ATTN_CONFIGS), decode16k (decode after
-# 16K tokens under ATTN_CONFIGS), stalls (ncu's full sections for the decode products:
+# 16K tokens under ATTN_CONFIGS), attnab (this bundle's attention kernels against an earlier
+# build's, .gpu/tern-cuda-bench-REV.xz), stalls (ncu's full sections for the decode products:
 # memory-, latency- or issue-bound), steps (decode after 1K / 16K on every file under
 # STEP_CONFIGS), matrix (BENCHMARKS.md's prefill / decode table on every file
 # against llama-bench), greedy (REAL_MODELS on the GPU against the CPU, with the
@@ -222,6 +223,24 @@ if [[ " $stages " == *" attn "* ]]; then
       env "${envs[@]}" timeout 120 $T/bin/tern-cuda-bench --attention >"$log" 2>&1
       echo "attention [$c] round $round rc=$?" >>"$summary"
       grep -E "^\| (device|attention)" "$log" >>"$summary"
+    done
+  done
+fi
+if [[ " $stages " == *" attnab "* ]]; then
+  # The attention kernels of this bundle against an earlier build's (.gpu/tern-cuda-bench-REV.xz,
+  # kept by the session that changed them), A B A B on the same machine: tern-cuda-bench
+  # --attention (decode over 512 to 32K keys, prefill of 512 tokens after 1K and 16K keys).
+  for f in .gpu/tern-cuda-bench-*.xz; do
+    [ -f "$f" ] || continue
+    prev=/tmp/$(basename "$f" .xz)
+    xz -dc "$f" >"$prev" && chmod +x "$prev"
+    for round in 1 2; do
+      for b in "$prev" $T/bin/tern-cuda-bench; do
+        log="$OUT/attnab-$round-$(basename "$b").log"
+        timeout 120 "$b" --attention >"$log" 2>&1
+        echo "attention [$(basename "$b")] round $round rc=$?" >>"$summary"
+        grep -E "^\| attention" "$log" >>"$summary"
+      done
     done
   done
 fi
