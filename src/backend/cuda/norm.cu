@@ -15,7 +15,7 @@
 // bandwidth by bytes, launch-bound as expected. Prefill (H200, 2026-12-05, `tern-cuda-bench
 // --elementwise`, x 4096, over the 4,228 GB/s copy bandwidth): rms_norm 512 / 2,048 rows 75% /
 // 64%, add + rms_norm + quantize_q8 105% (L2) / 88%; the fused q/k rms_norm + rope of 32 heads of
-// 128 only 14% at both (29 / 113 us: one warp a head row of 512 bytes).
+// 128 only 14% at both (29 / 113 us: a block of 256 threads for each head row of 128 values).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 
