@@ -91,9 +91,10 @@ def main():
         m = re.search(r"Compiling entry function '(\S+)'", line)
         if m:
             name = m.group(1)
-        m = re.search(r"(\d+) bytes spill stores", line)
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores", line)
         if m and name:
-            regs.setdefault(name, {})["spill"] = int(m.group(1))
+            regs.setdefault(name, {})["stack"] = int(m.group(1))
+            regs.setdefault(name, {})["spill"] = int(m.group(2))
         m = re.search(r"Used (\d+) registers", line)
         if m and name:
             regs.setdefault(name, {})["regs"] = int(m.group(1))
@@ -121,7 +122,7 @@ def main():
         info = regs.get(kernel, {})
         demangled = subprocess.run(["c++filt", kernel], capture_output=True, text=True).stdout
         print(f"{demangled.strip()}\n  {info.get('regs', '?')} registers, {info.get('spill', 0)} "
-              f"bytes spilled, {len(code)} instructions: "
+              f"bytes spilled, {info.get('stack', 0)} bytes of stack, {len(code)} instructions: "
               + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
         for start, end in loops:
             print(f"  loop {start:#x}-{end:#x}: {(end - start) // 16 + 1} instructions")
