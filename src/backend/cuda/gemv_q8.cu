@@ -484,8 +484,8 @@ template <>
 struct Pair<TensorType::Q4_K> {
   static constexpr int kBytes = 144;
   // Superblock `sb` of both rows; the lane's part j = lane % 8: quant chunk c2 = j / 2 (sub-blocks
-  // 2 c2 and 2 c2 + 1), half h = j % 2 (elements 16 h .. 16 h + 15 of each). Issue slots are
-  // what this kernel spends (see the file's comment), so: the scales unpacked without a branch
+  // 2 c2 and 2 c2 + 1), half h = j % 2 (elements 16 h .. 16 h + 15 of each). Fewer
+  // instructions a superblock (v3.2, the file's comment): the scales unpacked without a branch
   // (q4k_scale_words), each sub-block's integer dot scaled by its integer scale before the one
   // conversion to float, and the two blocks' min terms split between the two halves' lanes
   // (lane h adds block 2 c2 + h's) instead of one lane adding both under a branch.
