@@ -66,17 +66,16 @@ constexpr int kKeyTile = 32;
 // current one (the plain kernel loads, waits, then computes), and the K and V fragments come from
 // shared memory through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of
 // 16 two-byte loads). The same products in the same order: the same results.
-// kSplitQ, kSplitP: Q and P as two f16 halves each (float precision, twice the mma work); without
-// them, one f16 each, as llama.cpp's flash attention does (TERN_CUDA_ATTN_PREFILL=3, for
-// measurement only: the numpy mirror puts its output 2.1-2.5e-4 rel rms from float64, the split
-// one 1-2e-7; the attention cases ask 1e-4 of the CPU). 168 registers (three blocks a
-// multiprocessor) against 225. TERN_CUDA_ATTN_PREFILL=4 splits Q only (the scores keep float
-// precision, P's f16 rounding stays: 1-2e-4 in a numpy experiment, 3/4 of the mma work).
-// Measured (2026-12-05, H200, 512 tokens after 16K keys): 1.12x (3) and 1.08x (4) the split
-// kernel, predicted ~1.6x and ~1.25x: the kernel is not bound by its mma work; both fail the
-// attention cases' 1e-4 (1.9e-4), so neither is worth its precision.
-template <int D, bool kAsync, bool kSplitQ = true, bool kSplitP = kSplitQ>
-__global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
+// kSplit: Q and P as two f16 halves each (float precision, twice the mma work); without it, one
+// f16 each, as llama.cpp's flash attention does (TERN_CUDA_ATTN_PREFILL=3, for measurement only:
+// the numpy mirror puts its output 2.1-2.5e-4 rel rms from float64, the split one 1-2e-7; the
+// attention cases ask 1e-4 of the CPU). 168 registers (three blocks a multiprocessor) against
+// ~228. Measured (2026-12-05, H200, 512 tokens after 16K keys): 1.12x the split kernel
+// (predicted ~1.6x: the kernel is not bound by its mma work), 1.9e-4 from the CPU in the
+// attention cases. Splitting Q alone (single-f16 P) gave 1.08x and the same 1.9e-4; removed.
+// Neither is worth its precision.
+template <int D, bool kAsync, bool kSplit = true>
+__global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
   // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
   // the 8 rows an ldmatrix reads in 8 different groups of 4.
@@ -233,9 +232,9 @@ __global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
           uint32_t b[4];
           ldmatrix_x4(b, k_address + 32 * kk);
           mma_f16(s[j], qh[kk], b[0], b[1]);
-          if constexpr (kSplitQ) mma_f16(s[j], ql[kk], b[0], b[1]);
+          if constexpr (kSplit) mma_f16(s[j], ql[kk], b[0], b[1]);
           mma_f16(s[j], qh[kk + 1], b[2], b[3]);
-          if constexpr (kSplitQ) mma_f16(s[j], ql[kk + 1], b[2], b[3]);
+          if constexpr (kSplit) mma_f16(s[j], ql[kk + 1], b[2], b[3]);
         }
       } else {
         const __half* krow = sk + (8 * j + g) * kStride;
@@ -326,9 +325,9 @@ __global__ void __launch_bounds__(32 * kWarps, kSplitQ ? 0 : 3)
           uint32_t b[4];
           ldmatrix_x4_trans(b, v_address + 16 * d);
           mma_f16(o[d], ph, b[0], b[1]);
-          if constexpr (kSplitP) mma_f16(o[d], pl, b[0], b[1]);
+          if constexpr (kSplit) mma_f16(o[d], pl, b[0], b[1]);
           mma_f16(o[d + 1], ph, b[2], b[3]);
-          if constexpr (kSplitP) mma_f16(o[d + 1], pl, b[2], b[3]);
+          if constexpr (kSplit) mma_f16(o[d + 1], pl, b[2], b[3]);
         }
       } else {
         const __half* v0 = sv + (16 * ks + 2 * t) * kStride;
@@ -372,14 +371,10 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles, 1 the plain tiles, 3 the cp.async tiles
-  // with single-f16 Q and P, 4 with single-f16 P (A/B runs; 0 is the CUDA-core kernels,
-  // cuda_device_attention.cpp).
+  // with single-f16 Q and P (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
-    if (v == nullptr) return 2;
-    for (const int n : {1, 3, 4})
-      if (std::atoi(v) == n) return n;
-    return 2;
+    return v == nullptr ? 2 : std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "3") == 0 ? 3 : 2;
   }();
   const unsigned threads = 32 * kWarps;
   if (a.head_dim == 64) {
@@ -387,8 +382,6 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
       prefill_attention_kernel<64, false><<<grid, threads, 0, stream>>>(a, tiles);
     } else if (variant == 3) {
       prefill_attention_kernel<64, true, false><<<grid, threads, 0, stream>>>(a, tiles);
-    } else if (variant == 4) {
-      prefill_attention_kernel<64, true, true, false><<<grid, threads, 0, stream>>>(a, tiles);
     } else {
       prefill_attention_kernel<64, true><<<grid, threads, 0, stream>>>(a, tiles);
     }
@@ -396,8 +389,6 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
     prefill_attention_kernel<128, false><<<grid, threads, 0, stream>>>(a, tiles);
   } else if (variant == 3) {
     prefill_attention_kernel<128, true, false><<<grid, threads, 0, stream>>>(a, tiles);
-  } else if (variant == 4) {
-    prefill_attention_kernel<128, true, true, false><<<grid, threads, 0, stream>>>(a, tiles);
   } else {
     prefill_attention_kernel<128, true><<<grid, threads, 0, stream>>>(a, tiles);
   }
