@@ -62,7 +62,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         obj = os.path.join(tmp, "k.o")
         keep, skip = [], 0
-        for i, word in enumerate(cmd):
+        for word in cmd:
             if skip:
                 skip -= 1
                 continue

@@ -59,11 +59,18 @@ __device__ __forceinline__ uint32_t u16x2(const uint8_t* p) {
   return static_cast<uint32_t>(q[0]) | (static_cast<uint32_t>(q[1]) << 16);
 }
 
+// The aligned word holding p's first byte, and p's offset into it in bits.
+__device__ __forceinline__ const uint32_t* aligned_down(const uint8_t* p) {
+  return reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+}
+__device__ __forceinline__ uint32_t misalignment_bits(const uint8_t* p) {
+  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+}
+
 // The 8 little-endian words at p (2-byte aligned at least), from 9 aligned 32-bit loads.
 __device__ __forceinline__ void words8(const uint8_t* p, uint32_t (&w)[8]) {
-  const uint32_t* a =
-      reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
-  const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+  const uint32_t* a = aligned_down(p);
+  const uint32_t shift = misalignment_bits(p);
   uint32_t r[9];
 #pragma unroll
   for (int i = 0; i < 9; ++i) r[i] = __ldg(a + i);
@@ -458,14 +465,33 @@ __device__ __forceinline__ int4 ldg16(const void* p) {
 __device__ __forceinline__ int2 ldg8(const void* p) {
   return __ldg(reinterpret_cast<const int2*>(p));
 }
-// The two little-endian words at p (2-byte aligned), from 3 aligned 32-bit loads.
-__device__ __forceinline__ void words2(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
-  const uint32_t* a =
-      reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
-  const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+// The two little-endian words starting `shift` bits into the aligned word a[0], from 3 aligned
+// 32-bit loads.
+__device__ __forceinline__ void words2_at(const uint32_t* a, uint32_t shift, uint32_t& w0,
+                                          uint32_t& w1) {
   const uint32_t r0 = __ldg(a), r1 = __ldg(a + 1), r2 = __ldg(a + 2);
   w0 = __funnelshift_r(r0, r1, shift);
   w1 = __funnelshift_r(r1, r2, shift);
+}
+// The two little-endian words at p (2-byte aligned).
+__device__ __forceinline__ void words2(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
+  words2_at(aligned_down(p), misalignment_bits(p), w0, w1);
+}
+// Q6_K: the lane's four 8-byte fields of the superblock at b (half hh, l0 = 8 (lane % 4)): low
+// nibbles of both 32-byte halves, high bits, the half's 8 scales. b is only 2-byte aligned, but
+// the fields sit at multiples of 8 bytes from it: one aligned base and one shift serve all four
+// (words2 a field: 1045 -> 979 SASS instructions and 128 -> 66 registers in the n = 1 pair;
+// 2026-12-05, sass_report.py). The batched pairs keep words2: there the shared base took
+// registers (PairN N = 8: 80 -> 88) from a kernel measured as it is.
+__device__ __forceinline__ void q6k_fields(const uint8_t* b, int hh, int l0, uint32_t (&la)[2],
+                                           uint32_t (&lb)[2], uint32_t (&hb)[2],
+                                           uint32_t (&sw)[2]) {
+  const uint32_t* w = aligned_down(b);
+  const uint32_t shift = misalignment_bits(b);
+  words2_at(w + (hh * 64 + l0) / 4, shift, la[0], la[1]);
+  words2_at(w + (hh * 64 + 32 + l0) / 4, shift, lb[0], lb[1]);
+  words2_at(w + (128 + hh * 32 + l0) / 4, shift, hb[0], hb[1]);
+  words2_at(w + (192 + hh * 8) / 4, shift, sw[0], sw[1]);
 }
 
 // Q6_K: four signed 6-bit quants of group g (as bytes) from the low-nibble words of the two
@@ -503,7 +529,7 @@ struct Pair<TensorType::Q4_K> {
       const uint8_t* b = (r == 0 ? r0 : r1) + sb * kBytes;
       const int4 hd = ldg16(b);
       const int4 q = ldg16(b + 16 + c2 * 32 + 16 * h);
-      const float2 dm = __half22float2(*reinterpret_cast<const __half2*>(&hd.x));  // d, dmin
+      const float2 dm = q4k_d_dmin(hd);
       uint32_t scw, mw;
       q4k_scale_words(hd, c2, scw, mw);
       const uint32_t qw[4] = {static_cast<uint32_t>(q.x), static_cast<uint32_t>(q.y),
@@ -543,24 +569,9 @@ struct Pair<TensorType::Q6_K> {
     float res[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      // The superblock's fields sit at multiples of 8 bytes from its start, which is 2-byte
-      // aligned: one aligned base and one funnel shift serve the four 8-byte fields (words2 per
-      // field recomputed both; 2026-12-05, sass_report.py).
       const uint8_t* b = (r == 0 ? r0 : r1) + sb * kBytes;
-      const uint32_t* w =
-          reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(b) & ~uintptr_t{3});
-      const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(b) & 3) * 8;
-      auto field = [&](int offset, uint32_t(&out)[2]) {  // offset: a multiple of 4
-        const uint32_t* p = w + offset / 4;
-        const uint32_t a0 = __ldg(p), a1 = __ldg(p + 1), a2 = __ldg(p + 2);
-        out[0] = __funnelshift_r(a0, a1, shift);
-        out[1] = __funnelshift_r(a1, a2, shift);
-      };
       uint32_t la[2], lb[2], hb[2], sw[2];
-      field(hh * 64 + l0, la);
-      field(hh * 64 + 32 + l0, lb);
-      field(128 + hh * 32 + l0, hb);
-      field(192 + hh * 8, sw);  // the half's 8 scales
+      q6k_fields(b, hh, l0, la, lb, hb, sw);
       const float d = half_bits_to_float(load_u16(b + 208));
       float sum = 0.0f;
 #pragma unroll
@@ -819,7 +830,7 @@ struct PairN<TensorType::Q4_K> {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int4 hd = w.hd[r], q = w.q[r];
-      const float2 dm = __half22float2(*reinterpret_cast<const __half2*>(&hd.x));  // d, dmin
+      const float2 dm = q4k_d_dmin(hd);
       uint32_t scw, mw;
       q4k_scale_words(hd, c2, scw, mw);
       qw[r][0] = static_cast<uint32_t>(q.x), qw[r][1] = static_cast<uint32_t>(q.y);

@@ -28,31 +28,12 @@ __device__ __forceinline__ uint32_t load_u32_unaligned(const uint8_t* p) {
 }
 
 // Q4_K: the 6-bit scales and mins of sub-blocks 2 c2 and 2 c2 + 1 from the superblock's first
-// 16 bytes (hd: d and dmin, then the 12 packed scale bytes).
-__device__ __forceinline__ void q4k_scales(const int4& hd, int c2, int& sc0, int& sc1, int& m0,
-                                           int& m1) {
-  const uint32_t shift = 16 * (c2 & 1);
-  const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
-  const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
-  const uint32_t w2 = static_cast<uint32_t>(hd.w) >> shift;
-  if (c2 < 2) {
-    sc0 = static_cast<int>(w0 & 63), sc1 = static_cast<int>((w0 >> 8) & 63);
-    m0 = static_cast<int>(w1 & 63), m1 = static_cast<int>((w1 >> 8) & 63);
-  } else {
-    sc0 = static_cast<int>((w2 & 0xF) | (((w0 >> 6) & 3) << 4));
-    sc1 = static_cast<int>(((w2 >> 8) & 0xF) | (((w0 >> 14) & 3) << 4));
-    m0 = static_cast<int>(((w2 >> 4) & 0xF) | (((w1 >> 6) & 3) << 4));
-    m1 = static_cast<int>(((w2 >> 12) & 0xF) | (((w1 >> 14) & 3) << 4));
-  }
-}
-
-// The same four values for a c2 that varies across a warp's lanes, without a branch (the branch
-// above diverges: lanes of both halves run both paths): the scales of sub-blocks 2 c2 and
-// 2 c2 + 1 in bytes 0 and 1 of sc, their mins in bytes 0 and 1 of m. For c2 >= 2 a value's low
-// four bits come from a nibble of the last four scale bytes and its high two from bits 6-7 of
-// the first eight: ((w >> 2) & 0x30) per byte moves bits 6-7 to 4-5.
-__device__ __forceinline__ void q4k_scale_words(const int4& hd, int c2, uint32_t& sc,
-                                                uint32_t& m) {
+// 16 bytes (hd: d and dmin, then the 12 packed scale bytes), as bytes: the scales in bytes 0 and
+// 1 of sc, the mins in bytes 0 and 1 of m. No branch on c2 (it varies across a warp's lanes in
+// the row-pair products: a branch there ran both paths). For c2 < 2 a value is the low 6 bits of
+// its byte; for c2 >= 2 its low four bits come from a nibble of the last four scale bytes and its
+// high two from bits 6-7 of the first eight: ((w >> 2) & 0x30) per byte moves bits 6-7 to 4-5.
+__device__ __forceinline__ void q4k_scale_words(const int4& hd, int c2, uint32_t& sc, uint32_t& m) {
   const uint32_t shift = 16 * (c2 & 1);
   const uint32_t w0 = static_cast<uint32_t>(hd.y) >> shift;
   const uint32_t w1 = static_cast<uint32_t>(hd.z) >> shift;
@@ -61,6 +42,19 @@ __device__ __forceinline__ void q4k_scale_words(const int4& hd, int c2, uint32_t
   const uint32_t keep = low ? 0x3F3Fu : 0x0F0Fu, high = low ? 0u : 0x3030u;
   sc = ((low ? w0 : w2) & keep) | ((w0 >> 2) & high);
   m = ((low ? w1 : w2 >> 4) & keep) | ((w1 >> 2) & high);
+}
+// The same four values as ints.
+__device__ __forceinline__ void q4k_scales(const int4& hd, int c2, int& sc0, int& sc1, int& m0,
+                                           int& m1) {
+  uint32_t sc, m;
+  q4k_scale_words(hd, c2, sc, m);
+  sc0 = static_cast<int>(sc & 0xFF), sc1 = static_cast<int>(sc >> 8);
+  m0 = static_cast<int>(m & 0xFF), m1 = static_cast<int>(m >> 8);
+}
+
+// Q4_K: the superblock's d and dmin (its first 4 bytes, two fp16) as floats.
+__device__ __forceinline__ float2 q4k_d_dmin(const int4& hd) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&hd.x));
 }
 
 static __constant__ int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
