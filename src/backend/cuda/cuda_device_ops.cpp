@@ -277,7 +277,7 @@ void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeP
     const char* c = static_cast<const char*>(p);
     return c + elems * 4 <= lo || c >= hi;
   };
-  for (size_t back = 0; back < 2 && head_dim <= 512; ++back) {
+  for (size_t back = 0; back < 2 && cuda::rms_norm_rope_supported(head_dim); ++back) {
     OpInfo* op = queued_info(back);
     if (op == nullptr || op->kind != OpInfo::kNorm || op->b != nullptr || op->xq != nullptr) break;
     if (op->a == xd && op->out == xd && op->rows == n * heads && op->cols == head_dim) {
