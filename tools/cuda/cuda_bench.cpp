@@ -195,8 +195,22 @@ void time_elementwise(cudaStream_t stream, double copy_gbs, std::vector<Row>& ro
     });
     add_row(fmt::format("rms_norm + rope {}x{}x{}", n, kHeads, kHeadDim),
             8.0 * nd * kHeads * kHeadDim, [&] {
-              CHECK(cuda::rms_norm_rope(out, weight, 1e-6f, kHeadDim, kHeads, n, pos, inv_freq,
-                                        kHeadDim, true, 1.0f, stream));
+              cuda::NormRopeLaunch l;
+              l.parts[0] = {out, weight, 1e-6f, kHeads};
+              l.head_dim = kHeadDim, l.n = n, l.positions = pos, l.inv_freq = inv_freq;
+              l.rotary_dim = kHeadDim, l.neox = true;
+              CHECK(cuda::rms_norm_rope(l, stream));
+            });
+    // A layer's q and k heads (32 + 8) in one launch, as the decode and prefill steps run them.
+    add_row(fmt::format("rms_norm + rope q+k {}x({}+{})x{}", n, kHeads, kHeads / 4, kHeadDim),
+            8.0 * nd * (kHeads + kHeads / 4) * kHeadDim, [&] {
+              cuda::NormRopeLaunch l;
+              l.parts[0] = {out, weight, 1e-6f, kHeads};
+              l.parts[1] = {out + n * kHeads * kHeadDim, weight, 1e-6f, kHeads / 4};
+              l.count = 2;
+              l.head_dim = kHeadDim, l.n = n, l.positions = pos, l.inv_freq = inv_freq;
+              l.rotary_dim = kHeadDim, l.neox = true;
+              CHECK(cuda::rms_norm_rope(l, stream));
             });
     add_row(fmt::format("silu_mul {}x{}", n, kFfn), 12.0 * nd * kFfn,
             [&] { CHECK(cuda::silu_mul(a, b, out, n * kFfn, stream)); });

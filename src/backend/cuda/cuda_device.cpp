@@ -308,6 +308,19 @@ CudaDevice::OpInfo* CudaDevice::queued_info(size_t back) {
   return &infos_[infos_.size() - 1 - back];
 }
 
+void CudaDevice::drop_last_queued() {
+  queued_.pop_back();
+  infos_.pop_back();
+}
+
+CudaDevice::Launch CudaDevice::norm_rope_launch(const OpInfo& i) {
+  cudaStream_t s = stream_;
+  return [l = i.norm_rope, s]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::rms_norm_rope(l, s));
+    return {};
+  };
+}
+
 CudaDevice::Launch CudaDevice::norm_launch(const OpInfo& i) {
   cudaStream_t s = stream_;
   return [i, s]() -> Result<void> {

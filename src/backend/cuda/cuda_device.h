@@ -138,6 +138,10 @@ class CudaDevice final : public Device {
   // The queued op `back` places from the end, when fusion is on and it exists.
   OpInfo* queued_info(size_t back = 0);
   Launch norm_launch(const OpInfo& info);
+  Launch norm_rope_launch(const OpInfo& info);
+  // Removes the last queued op, whose work a fusion into an earlier one takes over (its signature
+  // stays: the fusion that follows is decided by the same signatures).
+  void drop_last_queued();
   Launch gemv_launch(const OpInfo& info);
   bool fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
                 std::initializer_list<uint64_t> signature);

@@ -281,17 +281,30 @@ void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeP
     OpInfo* op = queued_info(back);
     if (op == nullptr || op->kind != OpInfo::kNorm || op->b != nullptr || op->xq != nullptr) break;
     if (op->a == xd && op->out == xd && op->rows == n * heads && op->cols == head_dim) {
-      const float* wd = op->weight;
-      const float eps = op->eps;
+      OpInfo info;
+      info.kind = OpInfo::kNormRope;
+      cuda::NormRopeLaunch& l = info.norm_rope;
+      l.parts[0] = {xd, op->weight, op->eps, heads};
+      l.head_dim = head_dim, l.n = n, l.positions = pd, l.inv_freq = fd;
+      l.rotary_dim = rd, l.neox = neox, l.position_scale = ps;
       q8_valid_ = false;
-      fuse_into(
-          infos_.size() - 1 - back, sig,
-          [=]() -> Result<void> {
-            TERN_CUDA_TRY(
-                cuda::rms_norm_rope(xd, wd, eps, head_dim, heads, n, pd, fd, rd, neox, ps, s));
-            return {};
-          },
-          OpInfo{});
+      // The q heads' norm + rope queued just before this norm (same tokens and rotation; other
+      // memory, and nothing queued between them): one launch for both.
+      OpInfo* q = back == 0 ? queued_info(1) : nullptr;
+      const cuda::NormRopeLaunch* ql = q != nullptr ? &q->norm_rope : nullptr;
+      if (ql != nullptr && q->kind == OpInfo::kNormRope && ql->count == 1 &&
+          ql->head_dim == head_dim && ql->n == n && ql->positions == pd && ql->inv_freq == fd &&
+          ql->rotary_dim == rd && ql->neox == neox && ql->position_scale == ps &&
+          apart(ql->parts[0].x, n * ql->parts[0].heads * head_dim)) {
+        const cuda::NormRopeHeads k = l.parts[0];
+        l = *ql;
+        l.parts[1] = k;
+        l.count = 2;
+        drop_last_queued();
+        fuse_into(infos_.size() - 1, sig, norm_rope_launch(info), info);
+        return;
+      }
+      fuse_into(infos_.size() - 1 - back, sig, norm_rope_launch(info), info);
       return;
     }
     const int64_t elems = op->rows * op->cols;

@@ -116,11 +116,26 @@ bool norm_q8_supported(int64_t cols, int group);
 cudaError_t add_rms_norm_q8(const float* a, const float* b, float* sum, const float* weight,
                             float eps, int64_t rows, int64_t cols, float* out, void* xq, int group,
                             cudaStream_t stream);
-// rms_norm of each head row in place followed by rope (x [n, heads, head_dim]), equal to the two
-// ops apart; for head_dim a multiple of 4 up to 512 (rms_norm_rope_supported).
-cudaError_t rms_norm_rope(float* x, const float* weight, float eps, int64_t head_dim, int64_t heads,
-                          int64_t n, const int32_t* positions, const float* inv_freq,
-                          int64_t rotary_dim, bool neox, float position_scale, cudaStream_t stream);
+// rms_norm of each head row in place followed by rope, for one or two tensors of heads (a layer's
+// q and k) of the same tokens: x [n, heads, head_dim], equal to the two ops apart; head_dim a
+// multiple of 4 up to 512 (rms_norm_rope_supported).
+struct NormRopeHeads {
+  float* x = nullptr;
+  const float* weight = nullptr;  // [head_dim] or null
+  float eps = 0.0f;
+  int64_t heads = 0;
+};
+struct NormRopeLaunch {
+  NormRopeHeads parts[2];
+  int count = 1;
+  int64_t head_dim = 0, n = 0;
+  const int32_t* positions = nullptr;  // [n], device
+  const float* inv_freq = nullptr;     // [rotary_dim / 2], device
+  int64_t rotary_dim = 0;
+  bool neox = false;
+  float position_scale = 1.0f;
+};
+cudaError_t rms_norm_rope(const NormRopeLaunch& launch, cudaStream_t stream);
 bool rms_norm_rope_supported(int64_t head_dim);
 
 // elementwise.cu

@@ -7,7 +7,8 @@
 //  - add_rms_norm_q8: the residual add (reads a and b, writes sum), the norm of the sum, and the
 //    8-bit quantization of the output for the next GEMV (writes 1.25 bytes per element more);
 //  - rms_norm_rope: the per-head q/k norm of Qwen3-style models followed by RoPE, one warp per
-//    (token, head): reads and writes the head once instead of twice.
+//    (token, head), q's and k's heads in one launch: reads and writes each head once instead of
+//    twice.
 // These are one-row kernels of a decode step: launch latency, not bandwidth, bounds them
 // (a 4096-float row is 16 KB: well under a microsecond at the copy bandwidth).
 // Measured on the H200 (2026-12-04, Nsight Compute, cold L2, one decode row of 4096): the
@@ -272,17 +273,27 @@ constexpr int kRopeWarps = 8;  // head rows a block of rms_norm_rope: a warp eac
 // the warp's slice of shared memory for the rotation's partners; each lane then rotates its own
 // elements (a sincos each: the pair's two lanes differ under neox, and recomputing is cheaper
 // than a second exchange).
+// The rows of l.parts[0] (n tokens x its heads) come first, then those of l.parts[1].
 template <int QUADS>
-__global__ void __launch_bounds__(kRopeWarps * 32)
-    rms_norm_rope_kernel(float* x, const float* weight, float eps, int cols, int64_t rows,
-                         int heads, const int32_t* positions, const float* inv_freq, int half,
-                         bool neox, float position_scale) {
+__global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRopeLaunch l) {
   pdl_launch_dependents();
   pdl_wait();
   __shared__ float4 normed_rows[kRopeWarps][kMaxRopeHead / 4];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRopeWarps + warp;  // token * heads + head
+  const int64_t first_rows = l.n * l.parts[0].heads;
+  const int64_t rows = first_rows + (l.count > 1 ? l.n * l.parts[1].heads : 0);
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kRopeWarps + warp;
   if (row >= rows) return;  // the whole warp: no block barrier follows
+  const bool second = row >= first_rows;
+  // (Selects, not l.parts[second]: a dynamic index would copy the parameters to local memory.)
+  float* x = second ? l.parts[1].x : l.parts[0].x;
+  const float* weight = second ? l.parts[1].weight : l.parts[0].weight;
+  const float eps = second ? l.parts[1].eps : l.parts[0].eps;
+  const int64_t heads = second ? l.parts[1].heads : l.parts[0].heads;
+  if (second) row -= first_rows;  // token * heads + head
+  const int cols = static_cast<int>(l.head_dim), half = static_cast<int>(l.rotary_dim / 2);
+  const bool neox = l.neox;
+  const float* inv_freq = l.inv_freq;
   float4* v = reinterpret_cast<float4*>(x + row * cols);
   float4* normed = normed_rows[warp];
   const int quads = cols / 4;
@@ -317,7 +328,7 @@ __global__ void __launch_bounds__(kRopeWarps * 32)
   }
   __syncwarp();
   const float* n = reinterpret_cast<const float*>(normed);
-  const float pos = static_cast<float>(positions[row / heads]) * position_scale;
+  const float pos = static_cast<float>(l.positions[row / heads]) * l.position_scale;
   // rope_kernel's arithmetic for element e of the row: its pair (a, b) rotated by the pair's angle.
   auto rotated = [&](int e, float own) {
     if (e >= 2 * half) return own;  // past the rotary dims: the normed value
@@ -394,28 +405,20 @@ cudaError_t add_rms_norm_q8(const float* a, const float* b, float* sum, const fl
   return cudaGetLastError();
 }
 
-cudaError_t rms_norm_rope(float* x, const float* weight, float eps, int64_t head_dim, int64_t heads,
-                          int64_t n, const int32_t* positions, const float* inv_freq,
-                          int64_t rotary_dim, bool neox, float position_scale,
-                          cudaStream_t stream) {
-  const int64_t rows = n * heads;
+cudaError_t rms_norm_rope(const NormRopeLaunch& l, cudaStream_t stream) {
+  if (l.count < 1 || l.count > 2) return cudaErrorInvalidValue;
+  int64_t rows = 0;
+  for (int i = 0; i < l.count; ++i) rows += l.n * l.parts[i].heads;
   if (rows == 0) return cudaSuccess;
-  if (!rms_norm_rope_supported(head_dim) || rotary_dim > head_dim) return cudaErrorInvalidValue;
-  const auto grid = static_cast<unsigned>((rows + kRopeWarps - 1) / kRopeWarps);
-  const int quads = static_cast<int>(head_dim / 4);
-  const int cols = static_cast<int>(head_dim), h = static_cast<int>(heads);
-  const int half = static_cast<int>(rotary_dim / 2);
-  auto launch = [&](auto kernel) {
-    (void)launch_pdl(kernel, grid, kRopeWarps * 32, stream, x, weight, eps, cols, rows, h,
-                     positions, inv_freq, half, neox, position_scale);
-  };
-  if (quads <= 32) {
-    launch(rms_norm_rope_kernel<1>);
-  } else if (quads <= 64) {
-    launch(rms_norm_rope_kernel<2>);
-  } else {
-    launch(rms_norm_rope_kernel<4>);
+  if (!rms_norm_rope_supported(l.head_dim) || l.rotary_dim > l.head_dim) {
+    return cudaErrorInvalidValue;
   }
+  const auto grid = static_cast<unsigned>((rows + kRopeWarps - 1) / kRopeWarps);
+  const int64_t quads = l.head_dim / 4;
+  auto* kernel = quads <= 32   ? rms_norm_rope_kernel<1>
+                 : quads <= 64 ? rms_norm_rope_kernel<2>
+                               : rms_norm_rope_kernel<4>;
+  (void)launch_pdl(kernel, grid, kRopeWarps * 32, stream, l);
   return cudaGetLastError();
 }
 
