@@ -15,6 +15,7 @@
 #include "backend/cpu_device/cpu_device.h"
 #include "backend/cuda/caching_allocator.h"
 #include "backend/cuda/cuda_device.h"
+#include "base/fp16.h"
 #include "test_util.h"
 
 namespace tern {
@@ -569,8 +570,11 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
   for (auto& w : ws) w.data = testing::random_weights(w.type, w.rows, hidden, rng_);
   const auto x0 = random(hidden * tokens), y0 = random(hidden * tokens), nw = random(hidden, 0.3f),
              nw2 = random(hidden, 0.3f), qn = random(head_dim, 0.3f), kn = random(head_dim, 0.3f);
-  std::vector<int32_t> positions;
-  for (int64_t t = 0; t < tokens; ++t) positions.push_back(static_cast<int32_t>(777 + 5 * t));
+  std::vector<int32_t> positions, slots;
+  for (int64_t t = 0; t < tokens; ++t) {
+    positions.push_back(static_cast<int32_t>(777 + 5 * t));
+    slots.push_back(static_cast<int32_t>(9 + 7 * t));  // of 4 blocks of 16
+  }
   RopeParams rope;
   rope.rotary_dim = head_dim;
   rope.theta = 1000000.0f;
@@ -620,6 +624,20 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     d.rms_norm(kh, &tkn, 1e-6f, kh);
     d.rope(qh, positions, rope);
     d.rope(kh, positions, rope);
+    // The step's keys and values into an F16 paged cache at scattered slots (fused into the
+    // norm + rope launch).
+    KvLayer cache;
+    cache.block_size = 16;
+    cache.kv_heads = kv_heads;
+    cache.head_dim = head_dim;
+    const int64_t pool = 4;
+    const size_t cache_bytes = static_cast<size_t>(pool * 16 * kv_heads * head_dim * 2);
+    std::vector<uint8_t> zeros(cache_bytes, 0);
+    cache.k = make(zeros.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
+    cache.v = make(zeros.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
+    Tensor vh = v;
+    vh.ne = kh.ne;
+    d.store_kv(cache, kh, vh, slots);
     d.add(x, q, x);  // (a stand-in for the attention output's residual)
     d.rms_norm(x, &tnw2, 1e-6f, h2);
     EXPECT_TRUE(d.matmul(w[3], h2, g).ok());
@@ -631,16 +649,24 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
       d.download(t->data, r.data(), r.size() * 4);
       res.push_back(std::move(r));
     }
+    for (const Tensor* t : {&cache.k, &cache.v}) {  // the caches' F16 rows, as floats
+      std::vector<uint16_t> halves(cache_bytes / 2);
+      d.download(t->data, halves.data(), cache_bytes);
+      EXPECT_TRUE(d.synchronize().ok());
+      std::vector<float> r;
+      for (uint16_t h16 : halves) r.push_back(fp16_to_float(h16));
+      res.push_back(std::move(r));
+    }
     EXPECT_TRUE(d.synchronize().ok());
     return res;
   };
-  (void)kv_heads;
   const uint64_t before = gpu_->fused_ops();
   const auto fused = run(*gpu_);
   const auto plain = run(**other);
   EXPECT_GE(gpu_->fused_ops() - before, min_fused) << "the sequence should have been fused";
   EXPECT_EQ((*other)->fused_ops(), 0u);
-  const char* names[] = {"x", "h", "q", "k", "v", "h2", "silu(gate)*up", "up"};
+  const char* names[] = {"x",  "h",       "q",      "k", "v", "h2", "silu(gate)*up",
+                         "up", "k cache", "v cache"};
   for (size_t i = 0; i < fused.size(); ++i) {
     const Diff d = compare(fused[i], plain[i]);
     report(fmt::format("fused decode ops ({} rows): {}", tokens, names[i]), d);

@@ -26,11 +26,33 @@ void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
   const int32_t* sd = *dev_slots;
   const int64_t n = static_cast<int64_t>(slots.size()), kvh = cache.kv_heads, hd = cache.head_dim;
   cudaStream_t s = stream_;
-  enqueue({15, static_cast<uint64_t>(type), u(kc), u(vc), u(kd), u(vd), u(sd), u(n), u(kvh), u(hd)},
-          [=]() -> Result<void> {
-            TERN_CUDA_TRY(cuda::store_kv(type, kc, vc, kd, vd, sd, n, kvh, hd, s));
-            return {};
-          });
+  const std::initializer_list<uint64_t> sig = {
+      15, static_cast<uint64_t>(type), u(kc), u(vc), u(kd), u(vd), u(sd), u(n), u(kvh), u(hd)};
+  // Right after the layer's q and k norm + rope (one launch), with an F16 cache: that launch
+  // writes the keys it rotated and the values into the cache too.
+  OpInfo* last = queued_info();
+  if (type == TensorType::F16 && last != nullptr && last->kind == OpInfo::kNormRope) {
+    cuda::NormRopeLaunch& l = last->norm_rope;
+    const float* q_lo = l.parts[0].x;
+    const float* q_hi = q_lo + l.n * l.parts[0].heads * l.head_dim;
+    const bool v_apart = vd + n * kvh * hd <= q_lo || vd >= q_hi;
+    const float* k_lo = l.parts[1].x;
+    const bool v_apart_k = vd + n * kvh * hd <= k_lo || vd >= k_lo + n * kvh * hd;
+    if (l.count == 2 && l.k_cache == nullptr && l.parts[1].x == kd && l.n == n &&
+        l.parts[1].heads == kvh && l.head_dim == hd && v_apart && v_apart_k) {
+      OpInfo info = *last;
+      info.norm_rope.k_cache = static_cast<uint16_t*>(kc);
+      info.norm_rope.v_cache = static_cast<uint16_t*>(vc);
+      info.norm_rope.v = vd;
+      info.norm_rope.slots = sd;
+      fuse_into(infos_.size() - 1, sig, norm_rope_launch(info), info);
+      return;
+    }
+  }
+  enqueue(sig, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::store_kv(type, kc, vc, kd, vd, sd, n, kvh, hd, s));
+    return {};
+  });
 }
 
 void CudaDevice::attention(const Tensor& q, const KvLayer& cache,

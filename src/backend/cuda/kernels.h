@@ -134,6 +134,12 @@ struct NormRopeLaunch {
   int64_t rotary_dim = 0;
   bool neox = false;
   float position_scale = 1.0f;
+  // Optionally (count 2, F16 caches) store_kv's work too: parts[1] (the keys, after rope) and v
+  // [n, parts[1].heads, head_dim] written as F16 at rows slots[t] * parts[1].heads + h.
+  uint16_t* k_cache = nullptr;
+  uint16_t* v_cache = nullptr;
+  const float* v = nullptr;
+  const int32_t* slots = nullptr;  // [n], device
 };
 cudaError_t rms_norm_rope(const NormRopeLaunch& launch, cudaStream_t stream);
 bool rms_norm_rope_supported(int64_t head_dim);

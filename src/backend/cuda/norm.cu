@@ -7,8 +7,9 @@
 //  - add_rms_norm_q8: the residual add (reads a and b, writes sum), the norm of the sum, and the
 //    8-bit quantization of the output for the next GEMV (writes 1.25 bytes per element more);
 //  - rms_norm_rope: the per-head q/k norm of Qwen3-style models followed by RoPE, one warp per
-//    (token, head), q's and k's heads in one launch: reads and writes each head once instead of
-//    twice.
+//    (token, head), q's and k's heads in one launch, and with an F16 cache the step's keys and
+//    values written into it as store_kv does: reads and writes each head once instead of twice,
+//    one launch a layer instead of three.
 // These are one-row kernels of a decode step: launch latency, not bandwidth, bounds them
 // (a 4096-float row is 16 KB: well under a microsecond at the copy bandwidth).
 // Measured on the H200 (2026-12-04, Nsight Compute, cold L2, one decode row of 4096): the
@@ -17,6 +18,8 @@
 // --elementwise`, x 4096, over the 4,228 GB/s copy bandwidth): rms_norm 512 / 2,048 rows 75% /
 // 64%, add + rms_norm + quantize_q8 105% (L2) / 88%; the fused q/k rms_norm + rope of 32 heads of
 // 128 only 14% at both (29 / 113 us: a block of 256 threads for each head row of 128 values).
+#include <cuda_fp16.h>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 
@@ -273,7 +276,17 @@ constexpr int kRopeWarps = 8;  // head rows a block of rms_norm_rope: a warp eac
 // the warp's slice of shared memory for the rotation's partners; each lane then rotates its own
 // elements (a sincos each: the pair's two lanes differ under neox, and recomputing is cheaper
 // than a second exchange).
-// The rows of l.parts[0] (n tokens x its heads) come first, then those of l.parts[1].
+// Four floats as F16 (round to nearest, store_kv's conversion), packed for one 8-byte store.
+__device__ __forceinline__ uint2 f16x4(const float4& f) {
+  const uint32_t a = __half_as_ushort(__float2half_rn(f.x)),
+                 b = __half_as_ushort(__float2half_rn(f.y));
+  const uint32_t c = __half_as_ushort(__float2half_rn(f.z)),
+                 d = __half_as_ushort(__float2half_rn(f.w));
+  return make_uint2(a | (b << 16), c | (d << 16));
+}
+
+// The rows of l.parts[0] (n tokens x its heads) come first, then those of l.parts[1], then (with
+// the cache stores) the values' rows.
 template <int QUADS>
 __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRopeLaunch l) {
   pdl_launch_dependents();
@@ -283,7 +296,23 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   const int64_t first_rows = l.n * l.parts[0].heads;
   const int64_t rows = first_rows + (l.count > 1 ? l.n * l.parts[1].heads : 0);
   int64_t row = static_cast<int64_t>(blockIdx.x) * kRopeWarps + warp;
-  if (row >= rows) return;  // the whole warp: no block barrier follows
+  const int quads = static_cast<int>(l.head_dim / 4);
+  if (row >= rows) {  // the whole warp: no block barrier follows
+    // The values' rows (when the launch stores the cache): converted to F16 into the V cache.
+    row -= rows;
+    if (l.v_cache == nullptr || row >= l.n * l.parts[1].heads) return;
+    const int64_t kv_heads = l.parts[1].heads;
+    const int64_t cache_row =
+        static_cast<int64_t>(l.slots[row / kv_heads]) * kv_heads + row % kv_heads;
+    const float4* src = reinterpret_cast<const float4*>(l.v + row * l.head_dim);
+    uint2* dst = reinterpret_cast<uint2*>(l.v_cache + cache_row * l.head_dim);
+#pragma unroll
+    for (int s = 0; s < QUADS; ++s) {
+      const int i = lane + 32 * s;
+      if (i < quads) dst[i] = f16x4(src[i]);
+    }
+    return;
+  }
   const bool second = row >= first_rows;
   // (Selects, not l.parts[second]: a dynamic index would copy the parameters to local memory.)
   float* x = second ? l.parts[1].x : l.parts[0].x;
@@ -296,7 +325,6 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   const float* inv_freq = l.inv_freq;
   float4* v = reinterpret_cast<float4*>(x + row * cols);
   float4* normed = normed_rows[warp];
-  const int quads = cols / 4;
   float4 val[QUADS];
 #pragma unroll
   for (int s = 0; s < QUADS; ++s) {
@@ -328,7 +356,8 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   }
   __syncwarp();
   const float* n = reinterpret_cast<const float*>(normed);
-  const float pos = static_cast<float>(l.positions[row / heads]) * l.position_scale;
+  const int64_t token = row / heads;
+  const float pos = static_cast<float>(l.positions[token]) * l.position_scale;
   // rope_kernel's arithmetic for element e of the row: its pair (a, b) rotated by the pair's angle.
   auto rotated = [&](int e, float own) {
     if (e >= 2 * half) return own;  // past the rotary dims: the normed value
@@ -346,8 +375,13 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
     const int i = lane + 32 * s;
     if (i >= quads) continue;
     const int e = 4 * i;
-    v[i] = make_float4(rotated(e, val[s].x), rotated(e + 1, val[s].y), rotated(e + 2, val[s].z),
-                       rotated(e + 3, val[s].w));
+    const float4 out = make_float4(rotated(e, val[s].x), rotated(e + 1, val[s].y),
+                                   rotated(e + 2, val[s].z), rotated(e + 3, val[s].w));
+    v[i] = out;
+    if (second && l.k_cache != nullptr) {  // the keys' F16 cache row, as store_kv writes it
+      const int64_t cache_row = static_cast<int64_t>(l.slots[token]) * heads + row % heads;
+      reinterpret_cast<uint2*>(l.k_cache + cache_row * l.head_dim)[i] = f16x4(out);
+    }
   }
 }
 
@@ -412,6 +446,12 @@ cudaError_t rms_norm_rope(const NormRopeLaunch& l, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (!rms_norm_rope_supported(l.head_dim) || l.rotary_dim > l.head_dim) {
     return cudaErrorInvalidValue;
+  }
+  if (l.k_cache != nullptr) {
+    if (l.count != 2 || l.v_cache == nullptr || l.v == nullptr || l.slots == nullptr) {
+      return cudaErrorInvalidValue;
+    }
+    rows += l.n * l.parts[1].heads;  // the values' rows
   }
   const auto grid = static_cast<unsigned>((rows + kRopeWarps - 1) / kRopeWarps);
   const int64_t quads = l.head_dim / 4;
