@@ -95,7 +95,7 @@ class CudaOps : public ::testing::Test {
     return gpu_f32(nan, ne);
   }
   void run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
-                            int64_t tokens = 1);
+                            int64_t tokens = 1, bool qk_norm = true);
   std::vector<float> read(const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.elements()));
     gpu_->download(t.data, v.data(), v.size() * 4);
@@ -546,6 +546,13 @@ TEST_F(CudaOps, FusedDecodeOpsOfSeveralSequencesEqualTheUnfusedOps) {
   run_fused_decode_ops({T::Q5_0, T::Q5_0, T::Q8_0, T::Q4_1, T::Q4_1}, 4, 3);
 }
 
+// Models without q/k norms (Llama, SmolLM2): q's and k's RoPE and the cache store still one launch.
+TEST_F(CudaOps, FusedDecodeOpsWithoutQkNormsEqualTheUnfusedOps) {
+  using T = TensorType;
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 5, 1, false);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 5, 3, false);
+}
+
 TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
   // q, k and v in one launch, gate and up in another with SiLU(gate) * up: at least four fusions.
   using T = TensorType;
@@ -555,7 +562,7 @@ TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
 // One layer's decode ops (q, k, v; gate, up) for `tokens` rows with weights of `types`, fused
 // and unfused.
 void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
-                                   int64_t tokens) {
+                                   int64_t tokens, bool qk_norm) {
   const int64_t hidden = 512, heads = 8, kv_heads = 2, head_dim = 64, ffn = 1002;
   struct Weights {
     TensorType type;
@@ -620,8 +627,10 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     Tensor qh = q, kh = k;
     qh.ne = {head_dim, heads, tokens, 1};
     kh.ne = {head_dim, kv_heads, tokens, 1};
-    d.rms_norm(qh, &tqn, 1e-6f, qh);
-    d.rms_norm(kh, &tkn, 1e-6f, kh);
+    if (qk_norm) {
+      d.rms_norm(qh, &tqn, 1e-6f, qh);
+      d.rms_norm(kh, &tkn, 1e-6f, kh);
+    }
     d.rope(qh, positions, rope);
     d.rope(kh, positions, rope);
     // The step's keys and values into an F16 paged cache at scattered slots (fused into the

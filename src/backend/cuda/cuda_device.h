@@ -139,6 +139,9 @@ class CudaDevice final : public Device {
   OpInfo* queued_info(size_t back = 0);
   Launch norm_launch(const OpInfo& info);
   Launch norm_rope_launch(const OpInfo& info);
+  bool fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n, const int32_t* pd,
+                 const float* fd, int64_t rd, bool neox, float ps,
+                 std::initializer_list<uint64_t> sig);
   // Removes the last queued op, whose work a fusion into an earlier one takes over (its signature
   // stays: the fusion that follows is decided by the same signatures).
   void drop_last_queued();

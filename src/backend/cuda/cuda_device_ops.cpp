@@ -248,6 +248,62 @@ void CudaDevice::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out
   });
 }
 
+// Queues rope on x [n, heads, head_dim] as a norm + rope launch (kNormRope) when fusion is on:
+// with the per-head norm that wrote x in place (one of the last two queued ops; the other one
+// touches other memory), or alone (norm off: models without q/k norms); a second such op for the
+// same tokens and rotation right after the first (a layer's k after its q) joins it, and
+// store_kv may join them after that. False: queue the plain rope.
+bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n, const int32_t* pd,
+                           const float* fd, int64_t rd, bool neox, float ps,
+                           std::initializer_list<uint64_t> sig) {
+  if (!cuda::rms_norm_rope_supported(head_dim) || !fuse_ || !graphs_ || failed_) return false;
+  const char* lo = reinterpret_cast<const char*>(xd);
+  const char* hi = lo + n * heads * head_dim * 4;
+  auto apart = [&](const void* p, int64_t elems) {
+    const char* c = static_cast<const char*>(p);
+    return c + elems * 4 <= lo || c >= hi;
+  };
+  OpInfo info;
+  info.kind = OpInfo::kNormRope;
+  cuda::NormRopeLaunch& l = info.norm_rope;
+  l.parts[0] = {xd, nullptr, 0.0f, heads, false};
+  l.head_dim = head_dim, l.n = n, l.positions = pd, l.inv_freq = fd;
+  l.rotary_dim = rd, l.neox = neox, l.position_scale = ps;
+  int norm_back = -1;  // the queued norm this rope takes over, counted from the end
+  for (size_t back = 0; back < 2; ++back) {
+    OpInfo* op = queued_info(back);
+    if (op == nullptr || op->kind != OpInfo::kNorm || op->b != nullptr || op->xq != nullptr) break;
+    if (op->a == xd && op->out == xd && op->rows == n * heads && op->cols == head_dim) {
+      l.parts[0] = {xd, op->weight, op->eps, heads, true};
+      norm_back = static_cast<int>(back);
+      break;
+    }
+    const int64_t elems = op->rows * op->cols;
+    if (!apart(op->a, elems) || !apart(op->out, elems)) break;
+  }
+  q8_valid_ = false;
+  // The q heads' op queued just before this one (before its norm, when it has one).
+  OpInfo* q = norm_back == 0 ? queued_info(1) : norm_back < 0 ? queued_info(0) : nullptr;
+  const cuda::NormRopeLaunch* ql = q != nullptr ? &q->norm_rope : nullptr;
+  if (ql != nullptr && q->kind == OpInfo::kNormRope && ql->count == 1 && ql->head_dim == head_dim &&
+      ql->n == n && ql->positions == pd && ql->inv_freq == fd && ql->rotary_dim == rd &&
+      ql->neox == neox && ql->position_scale == ps &&
+      apart(ql->parts[0].x, n * ql->parts[0].heads * head_dim)) {
+    const cuda::NormRopeHeads k = l.parts[0];
+    l = *ql;
+    l.parts[1] = k;
+    l.count = 2;
+    if (norm_back == 0) drop_last_queued();
+    fuse_into(infos_.size() - 1, sig, norm_rope_launch(info), info);
+  } else if (norm_back >= 0) {
+    fuse_into(infos_.size() - 1 - static_cast<size_t>(norm_back), sig, norm_rope_launch(info),
+              info);
+  } else {
+    enqueue(sig, norm_rope_launch(info), info);
+  }
+  return true;
+}
+
 void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
   if (failed_) return;
   const int64_t head_dim = x.ne[0], heads = x.ne[1], n = x.ne[2];
@@ -267,49 +323,9 @@ void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeP
   const bool neox = params.neox;
   const float ps = params.position_scale;
   cudaStream_t s = stream_;
-  // The per-head norm that wrote x in place (one of the last two ops; the other one touches
-  // other memory), and this rope, in one kernel.
   const std::initializer_list<uint64_t> sig = {14,    u(xd), u(head_dim), u(heads), u(n),
                                                u(pd), u(fd), u(rd),       neox,     u(ps)};
-  const char* lo = reinterpret_cast<const char*>(xd);
-  const char* hi = lo + n * heads * head_dim * 4;
-  auto apart = [&](const void* p, int64_t elems) {
-    const char* c = static_cast<const char*>(p);
-    return c + elems * 4 <= lo || c >= hi;
-  };
-  for (size_t back = 0; back < 2 && cuda::rms_norm_rope_supported(head_dim); ++back) {
-    OpInfo* op = queued_info(back);
-    if (op == nullptr || op->kind != OpInfo::kNorm || op->b != nullptr || op->xq != nullptr) break;
-    if (op->a == xd && op->out == xd && op->rows == n * heads && op->cols == head_dim) {
-      OpInfo info;
-      info.kind = OpInfo::kNormRope;
-      cuda::NormRopeLaunch& l = info.norm_rope;
-      l.parts[0] = {xd, op->weight, op->eps, heads};
-      l.head_dim = head_dim, l.n = n, l.positions = pd, l.inv_freq = fd;
-      l.rotary_dim = rd, l.neox = neox, l.position_scale = ps;
-      q8_valid_ = false;
-      // The q heads' norm + rope queued just before this norm (same tokens and rotation; other
-      // memory, and nothing queued between them): one launch for both.
-      OpInfo* q = back == 0 ? queued_info(1) : nullptr;
-      const cuda::NormRopeLaunch* ql = q != nullptr ? &q->norm_rope : nullptr;
-      if (ql != nullptr && q->kind == OpInfo::kNormRope && ql->count == 1 &&
-          ql->head_dim == head_dim && ql->n == n && ql->positions == pd && ql->inv_freq == fd &&
-          ql->rotary_dim == rd && ql->neox == neox && ql->position_scale == ps &&
-          apart(ql->parts[0].x, n * ql->parts[0].heads * head_dim)) {
-        const cuda::NormRopeHeads k = l.parts[0];
-        l = *ql;
-        l.parts[1] = k;
-        l.count = 2;
-        drop_last_queued();
-        fuse_into(infos_.size() - 1, sig, norm_rope_launch(info), info);
-        return;
-      }
-      fuse_into(infos_.size() - 1 - back, sig, norm_rope_launch(info), info);
-      return;
-    }
-    const int64_t elems = op->rows * op->cols;
-    if (!apart(op->a, elems) || !apart(op->out, elems)) break;
-  }
+  if (fuse_rope(xd, head_dim, heads, n, pd, fd, rd, neox, ps, sig)) return;
   enqueue({14, u(xd), u(head_dim), u(heads), u(n), u(pd), u(fd), u(rd), neox, u(ps)},
           [=]() -> Result<void> {
             TERN_CUDA_TRY(cuda::rope(xd, head_dim, heads, n, pd, fd, rd, neox, ps, s));

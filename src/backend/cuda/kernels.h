@@ -124,6 +124,7 @@ struct NormRopeHeads {
   const float* weight = nullptr;  // [head_dim] or null
   float eps = 0.0f;
   int64_t heads = 0;
+  bool norm = true;  // false: rope alone (models without q/k norms)
 };
 struct NormRopeLaunch {
   NormRopeHeads parts[2];

@@ -319,6 +319,7 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   const float* weight = second ? l.parts[1].weight : l.parts[0].weight;
   const float eps = second ? l.parts[1].eps : l.parts[0].eps;
   const int64_t heads = second ? l.parts[1].heads : l.parts[0].heads;
+  const bool norm = second ? l.parts[1].norm : l.parts[0].norm;
   if (second) row -= first_rows;  // token * heads + head
   const int cols = static_cast<int>(l.head_dim), half = static_cast<int>(l.rotary_dim / 2);
   const bool neox = l.neox;
@@ -334,7 +335,7 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   float total = 0.0f;
 #pragma unroll
   for (int s = 0; s < QUADS; ++s) {
-    if (32 * s >= quads) break;  // uniform: the row kernel has no such warp
+    if (!norm || 32 * s >= quads) break;  // uniform: the row kernel has no such warp
     float sum = 0.0f;
     sum += val[s].x * val[s].x + val[s].y * val[s].y + val[s].z * val[s].z + val[s].w * val[s].w;
 #pragma unroll
@@ -346,8 +347,9 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   for (int s = 0; s < QUADS; ++s) {
     const int i = lane + 32 * s;
     if (i >= quads) continue;
-    float4 y = make_float4(val[s].x * inv, val[s].y * inv, val[s].z * inv, val[s].w * inv);
-    if (weight != nullptr) {
+    float4 y =
+        norm ? make_float4(val[s].x * inv, val[s].y * inv, val[s].z * inv, val[s].w * inv) : val[s];
+    if (norm && weight != nullptr) {
       const float4 w = reinterpret_cast<const float4*>(weight)[i];
       y.x *= w.x, y.y *= w.y, y.z *= w.z, y.w *= w.w;
     }
