@@ -57,6 +57,9 @@ def main():
     ap.add_argument("source")
     ap.add_argument("--kernel", default="", help="regex on the mangled kernel names")
     ap.add_argument("--build", default=os.path.join(ROOT, "build-cuda"))
+    ap.add_argument("--dump", metavar="OPCODES", default="",
+                    help="also print the matching kernels' instructions whose opcode matches this "
+                         "regex (e.g. HMMA to see how the tensor-core chains interleave)")
     args = ap.parse_args()
     cmd = compile_line(args.source, args.build)
     with tempfile.TemporaryDirectory() as tmp:
@@ -126,6 +129,11 @@ def main():
               + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
         for start, end in loops:
             print(f"  loop {start:#x}-{end:#x}: {(end - start) // 16 + 1} instructions")
+        if args.dump:
+            for address, text in code:
+                op = re.sub(r"^@!?U?P\w+\s+", "", text).split()[0]
+                if re.match(args.dump, op):
+                    print(f"    {address:#06x}  {text}")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/f16_fragments.cuh"
@@ -74,7 +75,11 @@ constexpr int kKeyTile = 32;
 // (predicted ~1.6x: the kernel is not bound by its mma work), 1.9e-4 from the CPU in the
 // attention cases. Splitting Q alone (single-f16 P) gave 1.08x and the same 1.9e-4; removed.
 // Neither is worth its precision.
-template <int D, bool kAsync, bool kSplit = true>
+// kLowChain (TERN_CUDA_ATTN_PREFILL=5, for measurement): the split's low-half products of the
+// scores accumulate apart from the high ones (8 independent mma chains of 8 a tile instead of 4
+// of 16; Nsight Compute put a third of the stalls on such fixed-latency dependencies), added once
+// at the end: the same products, the sum in another order.
+template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false>
 __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
   // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
@@ -227,14 +232,20 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
         // Keys 8j.. (rows), dims 16kk.. and 16kk + 8.. for two k steps: b0, b1 of kk, kk + 1.
         const uint32_t k_address =
             shared_address(sk + (8 * j + (lane & 7)) * kStride + 8 * (lane >> 3));
+        float s_low[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float(&low)[4] = kLowChain ? s_low : s[j];
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk += 2) {
           uint32_t b[4];
           ldmatrix_x4(b, k_address + 32 * kk);
           mma_f16(s[j], qh[kk], b[0], b[1]);
-          if constexpr (kSplit) mma_f16(s[j], ql[kk], b[0], b[1]);
+          if constexpr (kSplit) mma_f16(low, ql[kk], b[0], b[1]);
           mma_f16(s[j], qh[kk + 1], b[2], b[3]);
-          if constexpr (kSplit) mma_f16(s[j], ql[kk + 1], b[2], b[3]);
+          if constexpr (kSplit) mma_f16(low, ql[kk + 1], b[2], b[3]);
+        }
+        if constexpr (kLowChain) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[j][c] += s_low[c];
         }
       } else {
         const __half* krow = sk + (8 * j + g) * kStride;
@@ -371,10 +382,15 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles, 1 the plain tiles, 3 the cp.async tiles
-  // with single-f16 Q and P (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
+  // with single-f16 Q and P, 5 with the low products' own chain (A/B runs; 0 is the CUDA-core
+  // kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
-    return v == nullptr ? 2 : std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "3") == 0 ? 3 : 2;
+    if (v == nullptr) return 2;
+    for (int known : {1, 3, 5}) {
+      if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
+    }
+    return 2;
   }();
   const unsigned threads = 32 * kWarps;
   if (a.head_dim == 64) {
@@ -382,6 +398,8 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
       prefill_attention_kernel<64, false><<<grid, threads, 0, stream>>>(a, tiles);
     } else if (variant == 3) {
       prefill_attention_kernel<64, true, false><<<grid, threads, 0, stream>>>(a, tiles);
+    } else if (variant == 5) {
+      prefill_attention_kernel<64, true, true, true><<<grid, threads, 0, stream>>>(a, tiles);
     } else {
       prefill_attention_kernel<64, true><<<grid, threads, 0, stream>>>(a, tiles);
     }
@@ -389,6 +407,8 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
     prefill_attention_kernel<128, false><<<grid, threads, 0, stream>>>(a, tiles);
   } else if (variant == 3) {
     prefill_attention_kernel<128, true, false><<<grid, threads, 0, stream>>>(a, tiles);
+  } else if (variant == 5) {
+    prefill_attention_kernel<128, true, true, true><<<grid, threads, 0, stream>>>(a, tiles);
   } else {
     prefill_attention_kernel<128, true><<<grid, threads, 0, stream>>>(a, tiles);
   }
