@@ -419,16 +419,28 @@ if [[ " $stages " == *" stalls "* ]]; then
   # Why a kernel of the decode step runs below the copy roofline: Nsight Compute's full sections
   # (speed of light, memory workload, warp states, scheduler, occupancy) for STALL_KERNELS (';'-
   # separated regexes, default the Q4_K_M step's row-pair products: gate/up and the others), two
-  # launches each, late in a decode run (cold L2 per launch). The text report goes to $OUT; the
+  # launches each, late in a decode run (cold L2 per launch; STALL_SKIP launches skipped,
+  # STALL_ARGS the bench's arguments: `-p 512 -d 16384 -n 1 -r 1` with STALL_SKIP=250 reaches the
+  # prefill attention's chunks after ~14K keys). The text report goes to $OUT; the
   # lines that answer "memory-bound, latency-bound or issue-bound" go to the summary.
   IFS=';' read -ra kernels <<<"${STALL_KERNELS:-gemv_pair_glu_kernel;gemv_pair_kernel;gemv_pair_multi_kernel}"
   for k in "${kernels[@]}"; do
     log="$OUT/stalls-$(echo "$k" | tr -c 'A-Za-z0-9\n' '_').txt"
     timeout 200 ncu --set full -k "regex:$k" --launch-skip "${STALL_SKIP:-400}" --launch-count 2 \
-      $T/bin/tern bench --device cuda -m "${STALL_MODEL:-/tmp/q4km.gguf}" -p 512 -n 16 -r 1 >"$log" 2>&1
+      $T/bin/tern bench --device cuda -m "${STALL_MODEL:-/tmp/q4km.gguf}" ${STALL_ARGS:--p 512 -n 16 -r 1} >"$log" 2>&1
     echo "ncu --set full [$k] rc=$?" >>"$summary"
     grep -E "^  [a-z_:<>,0-9 ]+\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|Achieved Occupancy|Registers Per Thread|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Stall|One or More Eligible|Waves Per SM|Block Limit" \
       "$log" | head -60 >>"$summary"
+    # Where the warps wait: cycles a warp spends stalled for each reason per issued instruction
+    # (long_scoreboard: global/L2 loads; barrier: __syncthreads; short_scoreboard: shared memory
+    # and MUFU; wait: fixed-latency dependencies such as mma chains; math_pipe_throttle: a busy
+    # pipe), the reasons above 0.2 cycles.
+    timeout 200 ncu --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+      -k "regex:$k" --launch-skip "${STALL_SKIP:-400}" --launch-count 1 \
+      $T/bin/tern bench --device cuda -m "${STALL_MODEL:-/tmp/q4km.gguf}" ${STALL_ARGS:--p 512 -n 16 -r 1} >"$log.reasons" 2>&1
+    echo "stall reasons [$k] rc=$?" >>"$summary"
+    awk '/issue_stalled_/ && $NF + 0 > 0.2 {sub(/smsp__average_warps_issue_stalled_/, ""); print "   ", $1, $NF}' \
+      "$log.reasons" | head -20 >>"$summary"
   done
 fi
 if [[ " $stages " == *" compare "* ]]; then
