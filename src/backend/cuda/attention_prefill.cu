@@ -79,15 +79,26 @@ constexpr int kKeyTile = 32;
 // scores accumulate apart from the high ones (8 independent mma chains of 8 a tile instead of 4
 // of 16; Nsight Compute put a third of the stalls on such fixed-latency dependencies), added once
 // at the end: the same products, the sum in another order.
-template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false>
+// kStages (kAsync): key tiles in flight, the one in use included (TERN_CUDA_ATTN_PREFILL=6: 4,
+// for measurement: with two, a tile's copies have one tile's compute to arrive in).
+// Shared memory (dynamic, prefill_shared_bytes): kStages K tiles, then kStages V tiles.
+template <int D, bool kAsync, int kStages>
+constexpr size_t prefill_shared_bytes() {
+  return size_t{2} * (kAsync ? kStages : 1) * kKeyTile * (D + 8) * sizeof(__half);
+}
+template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false, int kStages = 2>
 __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
   // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
   // the 8 rows an ldmatrix reads in 8 different groups of 4.
   constexpr int kStride = D + 8;
-  constexpr int kBuffers = kAsync ? 2 : 1;
-  __shared__ __align__(16) __half sk_all[kBuffers][kKeyTile * kStride];
-  __shared__ __align__(16) __half sv_all[kBuffers][kKeyTile * kStride];
+  constexpr int kBuffers = kAsync ? kStages : 1;
+  static_assert(kBuffers >= 1 && (!kAsync || kStages >= 2), "a tile in flight while one is used");
+  extern __shared__ __align__(16) unsigned char prefill_shared[];
+  __half* const sk_base = reinterpret_cast<__half*>(prefill_shared);
+  __half* const sv_base = sk_base + kBuffers * kKeyTile * kStride;
+  auto sk_all = [&](int b) { return sk_base + b * kKeyTile * kStride; };
+  auto sv_all = [&](int b) { return sv_base + b * kKeyTile * kStride; };
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane >> 2, t = lane & 3;
   const int32_t* seq = a.sequences + 4 * tiles[2 * blockIdx.x];
@@ -170,8 +181,8 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
   static_assert(kKeyTile % kRowsAPass == 0, "whole passes");
   const int piece = static_cast<int>(threadIdx.x) % kPieces;
   const int row0 = static_cast<int>(threadIdx.x) / kPieces;
-  const uint32_t k_piece = shared_address(sk_all[0] + row0 * kStride + piece * 8);
-  const uint32_t v_piece = shared_address(sv_all[0] + row0 * kStride + piece * 8);
+  const uint32_t k_piece = shared_address(sk_all(0) + row0 * kStride + piece * 8);
+  const uint32_t v_piece = shared_address(sv_all(0) + row0 * kStride + piece * 8);
   constexpr uint32_t kBufferBytes = kKeyTile * kStride * sizeof(__half);
   constexpr uint32_t kPassBytes = kRowsAPass * kStride * sizeof(__half);
   auto issue_tile = [&](int64_t k0, int buffer) {
@@ -191,18 +202,31 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     cp_async_commit();
   };
   const int64_t k_first = keys_begin / kKeyTile * kKeyTile;
-  if constexpr (kAsync) issue_tile(k_first, 0);
+  if constexpr (kAsync) {
+#pragma unroll
+    for (int b = 0; b < kBuffers - 1; ++b) {
+      if (k_first + b * kKeyTile < keys_end) {
+        issue_tile(k_first + b * kKeyTile, b);
+      } else {
+        cp_async_commit();  // an empty group: the waits below count the same
+      }
+    }
+  }
   int tile = 0;
   for (int64_t k0 = k_first; k0 < keys_end; k0 += kKeyTile, ++tile) {
-    const __half* sk = sk_all[kAsync ? tile & 1 : 0];
-    const __half* sv = sv_all[kAsync ? tile & 1 : 0];
+    const int buffer = kAsync ? tile % kBuffers : 0;
+    const __half* sk = sk_all(buffer);
+    const __half* sv = sv_all(buffer);
     if constexpr (kAsync) {
-      if (k0 + kKeyTile < keys_end) {
-        issue_tile(k0 + kKeyTile, (tile + 1) & 1);
+      // The tile kBuffers - 1 ahead goes into the buffer the previous iteration used (every
+      // thread is past it: the barrier at the loop's end).
+      const int64_t ahead = k0 + (kBuffers - 1) * kKeyTile;
+      if (ahead < keys_end) {
+        issue_tile(ahead, (tile + kBuffers - 1) % kBuffers);
       } else {
         cp_async_commit();  // an empty group: the wait below counts the same
       }
-      cp_async_wait<1>();  // this tile's group is complete
+      cp_async_wait<kBuffers - 1>();  // this tile's group is complete
       __syncthreads();
     }
     // Gather the tile's K and V rows (16-byte pieces; zeros past the end).
@@ -217,8 +241,8 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
         kv = *reinterpret_cast<const uint4*>(kc + row * D + piece * 8);
         vv = *reinterpret_cast<const uint4*>(vc + row * D + piece * 8);
       }
-      *reinterpret_cast<uint4*>(sk_all[0] + r * kStride + piece * 8) = kv;
-      *reinterpret_cast<uint4*>(sv_all[0] + r * kStride + piece * 8) = vv;
+      *reinterpret_cast<uint4*>(sk_all(0) + r * kStride + piece * 8) = kv;
+      *reinterpret_cast<uint4*>(sv_all(0) + r * kStride + piece * 8) = vv;
     }
     if constexpr (!kAsync) __syncthreads();
 
@@ -369,6 +393,40 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
   }
 }
 
+// Launches one kernel variant with its dynamic shared memory (raising the kernel's limit past
+// the default 48 KB where a variant needs it: on every launch, since the limit belongs to the
+// current device's context and a host call costs nothing next to the kernel).
+template <int D, bool kAsync, bool kSplit, bool kLowChain, int kStages>
+cudaError_t launch_prefill(dim3 grid, unsigned threads, cudaStream_t stream,
+                           const AttentionLaunch& a, const int32_t* tiles) {
+  auto* kernel = prefill_attention_kernel<D, kAsync, kSplit, kLowChain, kStages>;
+  constexpr size_t bytes = prefill_shared_bytes<D, kAsync, kStages>();
+  if constexpr (bytes > 48 * 1024) {
+    const cudaError_t raised = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (raised != cudaSuccess) return raised;
+  }
+  kernel<<<grid, threads, bytes, stream>>>(a, tiles);
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_variant(int variant, dim3 grid, unsigned threads, cudaStream_t stream,
+                           const AttentionLaunch& a, const int32_t* tiles) {
+  switch (variant) {
+    case 1:
+      return launch_prefill<D, false, true, false, 2>(grid, threads, stream, a, tiles);
+    case 3:
+      return launch_prefill<D, true, false, false, 2>(grid, threads, stream, a, tiles);
+    case 5:
+      return launch_prefill<D, true, true, true, 2>(grid, threads, stream, a, tiles);
+    case 6:
+      return launch_prefill<D, true, true, false, 4>(grid, threads, stream, a, tiles);
+    default:
+      return launch_prefill<D, true, true, false, 2>(grid, threads, stream, a, tiles);
+  }
+}
+
 }  // namespace
 
 bool prefill_attention_supported(const AttentionLaunch& a) {
@@ -382,37 +440,19 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles, 1 the plain tiles, 3 the cp.async tiles
-  // with single-f16 Q and P, 5 with the low products' own chain (A/B runs; 0 is the CUDA-core
-  // kernels, cuda_device_attention.cpp).
+  // with single-f16 Q and P, 5 with the low products' own chain, 6 with 4 tiles in flight (A/B
+  // runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 2;
-    for (int known : {1, 3, 5}) {
+    for (int known : {1, 3, 5, 6}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 2;
   }();
   const unsigned threads = 32 * kWarps;
-  if (a.head_dim == 64) {
-    if (variant == 1) {
-      prefill_attention_kernel<64, false><<<grid, threads, 0, stream>>>(a, tiles);
-    } else if (variant == 3) {
-      prefill_attention_kernel<64, true, false><<<grid, threads, 0, stream>>>(a, tiles);
-    } else if (variant == 5) {
-      prefill_attention_kernel<64, true, true, true><<<grid, threads, 0, stream>>>(a, tiles);
-    } else {
-      prefill_attention_kernel<64, true><<<grid, threads, 0, stream>>>(a, tiles);
-    }
-  } else if (variant == 1) {
-    prefill_attention_kernel<128, false><<<grid, threads, 0, stream>>>(a, tiles);
-  } else if (variant == 3) {
-    prefill_attention_kernel<128, true, false><<<grid, threads, 0, stream>>>(a, tiles);
-  } else if (variant == 5) {
-    prefill_attention_kernel<128, true, true, true><<<grid, threads, 0, stream>>>(a, tiles);
-  } else {
-    prefill_attention_kernel<128, true><<<grid, threads, 0, stream>>>(a, tiles);
-  }
-  return cudaGetLastError();
+  if (a.head_dim == 64) return launch_variant<64>(variant, grid, threads, stream, a, tiles);
+  return launch_variant<128>(variant, grid, threads, stream, a, tiles);
 }
 
 }  // namespace tern::cuda
