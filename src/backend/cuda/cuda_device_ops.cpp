@@ -252,7 +252,9 @@ void CudaDevice::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out
 // with the per-head norm that wrote x in place (one of the last two queued ops; the other one
 // touches other memory), or alone (norm off: models without q/k norms); a second such op for the
 // same tokens and rotation right after the first (a layer's k after its q) joins it, and
-// store_kv may join them after that. False: queue the plain rope.
+// store_kv may join them after that. False: queue the plain rope. TERN_CUDA_ROPE_MERGE=0 keeps
+// the launches of before (a norm + rope launch each for q and k, the RoPE alone and store_kv
+// apart) for A/B runs.
 bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n, const int32_t* pd,
                            const float* fd, int64_t rd, bool neox, float ps,
                            std::initializer_list<uint64_t> sig) {
@@ -269,6 +271,10 @@ bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n
   l.parts[0] = {xd, nullptr, 0.0f, heads, false};
   l.head_dim = head_dim, l.n = n, l.positions = pd, l.inv_freq = fd;
   l.rotary_dim = rd, l.neox = neox, l.position_scale = ps;
+  static const bool merge = [] {
+    const char* v = std::getenv("TERN_CUDA_ROPE_MERGE");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
   int norm_back = -1;  // the queued norm this rope takes over, counted from the end
   for (size_t back = 0; back < 2; ++back) {
     OpInfo* op = queued_info(back);
@@ -281,9 +287,13 @@ bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n
     const int64_t elems = op->rows * op->cols;
     if (!apart(op->a, elems) || !apart(op->out, elems)) break;
   }
+  if (!merge && norm_back < 0) return false;
   q8_valid_ = false;
   // The q heads' op queued just before this one (before its norm, when it has one).
-  OpInfo* q = norm_back == 0 ? queued_info(1) : norm_back < 0 ? queued_info(0) : nullptr;
+  OpInfo* q = !merge           ? nullptr
+              : norm_back == 0 ? queued_info(1)
+              : norm_back < 0  ? queued_info(0)
+                               : nullptr;
   const cuda::NormRopeLaunch* ql = q != nullptr ? &q->norm_rope : nullptr;
   if (ql != nullptr && q->kind == OpInfo::kNormRope && ql->count == 1 && ql->head_dim == head_dim &&
       ql->n == n && ql->positions == pd && ql->inv_freq == fd && ql->rotary_dim == rd &&
