@@ -105,6 +105,8 @@ if [[ " $stages " == *" tests "* ]]; then
     TERN_CUDA_PDL=0 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-nopdl.log" 2>&1
     echo "cuda_forward_test TERN_CUDA_PDL=0 rc=$?" >>"$summary"
   fi
+  # TESTS_QUICK=1: the default configuration and the attention ones only (a short device budget).
+  if [ -z "${TESTS_QUICK:-}" ]; then
   # The v2 GEMV for 2 <= n <= 8 (the batched row pairs are the default): the matmul cases with it.
   TERN_CUDA_GEMV_BATCH=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*' \
     >"$OUT/ops-batch.log" 2>&1
@@ -126,6 +128,7 @@ if [[ " $stages " == *" tests "* ]]; then
     >"$OUT/ops-attn-cores.log" 2>&1
   echo "cuda_device_test Attention with TERN_CUDA_ATTN_PREFILL=0 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-attn-cores.log" | head -10 >>"$summary"
+  fi
   # The decode attention kernels at every length (the default takes v4 below 8K keys and the
   # tensor-core kernel, attention_decode_mma.cu, from there) and the prefill kernel's plain tiles
   # (attention_prefill.cu; cp.async tiles are the default), each through the attention cases and
@@ -140,6 +143,7 @@ if [[ " $stages " == *" tests "* ]]; then
     env $c timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
     echo "cuda_forward_test with $c rc=$?" >>"$summary"
   done
+  if [ -z "${TESTS_QUICK:-}" ]; then
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.
   for v in ${FGEMV_VARIANTS:-5 15}; do
@@ -152,6 +156,7 @@ if [[ " $stages " == *" tests "* ]]; then
   TERN_CUDA_FPAIR_W=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Float*:*Fused*' \
     >"$OUT/ops-fpair-shape.log" 2>&1
   echo "cuda_device_test Float/Fused with TERN_CUDA_FPAIR_W=0 rc=$?" >>"$summary"
+  fi
   grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"
 fi
