@@ -133,9 +133,9 @@ if [[ " $stages " == *" tests "* ]]; then
   # tensor-core kernel, attention_decode_mma.cu, from there) and the prefill kernel's plain tiles
   # (attention_prefill.cu; cp.async tiles are the default), each through the attention cases and
   # the forward passes (token trees, chunks, decode).
-  # (=5: the low products' own mma chains; =6: four key tiles in flight.) ATTN_TEST_CONFIGS
+  # (=7: one mma chain a score fragment, the prefill default before 2026-12-06.) ATTN_TEST_CONFIGS
   # (';'-separated) picks fewer.
-  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=5;TERN_CUDA_ATTN_PREFILL=6}"
+  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7}"
   for c in "${attn_configs[@]}"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1

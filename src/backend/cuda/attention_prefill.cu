@@ -42,7 +42,10 @@
 // skips the per-score mask and cap code on whole uncapped tiles, the mask compares in 32 bits,
 // exp2 by ex2.approx.ftz, and the copies as shuffles of one lookup a lane with fixed shared
 // offsets: ~500 instructions a whole tile (128 mmas), the main loop 2,485 -> 1,124 static
-// instructions. Not yet run on a GPU; prediction: 512 tokens after 16K keys 1.93 -> ~1.4 ms (H200).
+// instructions. Measured (2026-12-06, H200, `gpu_run.sh attnab`: this build against the one
+// before, A B A B): 512 tokens after 16K keys 1.937 / 1.930 -> 0.882 / 0.886 ms (2.19x; predicted
+// ~1.4 ms), after 1K keys 0.184 -> 0.091 ms; 158 TFLOP/s counting each product once, ~316 issued
+// (~32% of the dense f16 peak). With the low products' own chains (kLowChain): 0.844 ms.
 // Taken for F16 caches with heads of 64 or 128 and no token trees (TERN_CUDA_ATTN_PREFILL=0: the
 // CUDA-core kernels); cuda_device_test's attention cases and cuda_forward_test run through it.
 #include <cuda_fp16.h>
@@ -75,12 +78,14 @@ constexpr int kKeyTile = 32;
 // (predicted ~1.6x: the kernel is not bound by its mma work), 1.9e-4 from the CPU in the
 // attention cases. Splitting Q alone (single-f16 P) gave 1.08x and the same 1.9e-4; removed.
 // Neither is worth its precision.
-// kLowChain (TERN_CUDA_ATTN_PREFILL=5, for measurement): the split's low-half products of the
-// scores accumulate apart from the high ones (8 independent mma chains of 8 a tile instead of 4
-// of 16; Nsight Compute put a third of the stalls on such fixed-latency dependencies), added once
-// at the end: the same products, the sum in another order.
-// kStages (kAsync): key tiles in flight, the one in use included (TERN_CUDA_ATTN_PREFILL=6: 4,
-// for measurement: with two, a tile's copies have one tile's compute to arrive in).
+// kLowChain (the default; TERN_CUDA_ATTN_PREFILL=7 without it, for A/B runs): the split's
+// low-half products of the scores accumulate apart from the high ones (8 independent mma chains
+// of 8 a tile instead of 4 of 16; Nsight Compute put a third of the stalls on such fixed-latency
+// dependencies), added once at the end: the same products, the sum in another order. Measured
+// (2026-12-06, H200, tern-cuda-bench --attention, 512 tokens after 16K keys, A B A B): 0.881 /
+// 0.882 -> 0.844 / 0.844 ms (1.04x).
+// kStages (kAsync): key tiles in flight, the one in use included. Two: four measured slower
+// (same call: 0.942 / 0.942 ms), so the warps do not wait on the tile copies.
 // Shared memory (dynamic, prefill_shared_bytes): kStages K tiles, then kStages V tiles.
 template <int D, bool kAsync, int kStages>
 constexpr size_t prefill_shared_bytes() {
@@ -418,12 +423,10 @@ cudaError_t launch_variant(int variant, dim3 grid, unsigned threads, cudaStream_
       return launch_prefill<D, false, true, false, 2>(grid, threads, stream, a, tiles);
     case 3:
       return launch_prefill<D, true, false, false, 2>(grid, threads, stream, a, tiles);
-    case 5:
-      return launch_prefill<D, true, true, true, 2>(grid, threads, stream, a, tiles);
-    case 6:
-      return launch_prefill<D, true, true, false, 4>(grid, threads, stream, a, tiles);
-    default:
+    case 7:
       return launch_prefill<D, true, true, false, 2>(grid, threads, stream, a, tiles);
+    default:
+      return launch_prefill<D, true, true, true, 2>(grid, threads, stream, a, tiles);
   }
 }
 
@@ -439,13 +442,13 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
-  // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles, 1 the plain tiles, 3 the cp.async tiles
-  // with single-f16 Q and P, 5 with the low products' own chain, 6 with 4 tiles in flight (A/B
-  // runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
+  // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles with the low products' own chains, 1 the
+  // plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a score fragment
+  // (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 2;
-    for (int known : {1, 3, 5, 6}) {
+    for (int known : {1, 3, 7}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 2;
