@@ -4,7 +4,9 @@
 // Reads 4 bytes per element, writes the cache type's size.
 // Measured (H200, 2026-12-04, cold profile of a Qwen3-8B decode step): 153 us a pass, ~4.3 us a
 // layer for 8 KB in and 4 KB out (F16): latency-bound, ~0.1% of the copy roofline; it is one of
-// the small per-layer launches the next fusion (q/k norm + RoPE + store) removes.
+// the small per-layer launches. With fusion on and an F16 cache, norm.cu's q/k norm + RoPE
+// launch does this store too (2026-12-06); this kernel serves the other cache types and the
+// unfused paths.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"

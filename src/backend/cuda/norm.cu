@@ -17,7 +17,11 @@
 // bandwidth by bytes, launch-bound as expected. Prefill (H200, 2026-12-05, `tern-cuda-bench
 // --elementwise`, x 4096, over the 4,228 GB/s copy bandwidth): rms_norm 512 / 2,048 rows 75% /
 // 64%, add + rms_norm + quantize_q8 105% (L2) / 88%; the fused q/k rms_norm + rope of 32 heads of
-// 128 only 14% at both (29 / 113 us: a block of 256 threads for each head row of 128 values).
+// 128 was 14% at both (29 / 113 us: a block of 256 threads for each head row of 128 values); a
+// warp a row since 2026-12-06 (same bench, H200): 10.1 / 36.6 us = 39% / 43%, q and k (32 + 8
+// heads) in one launch 12.4 / 45.4 us. In the decode step the q/k launch also stores the keys
+// and values (store_kv): Qwen3-8B Q4_K_M 366 -> 294 launches a step, GPU time 2,893 -> 2,720 us,
+// decode 315.2 -> 343.1 tok/s (TERN_CUDA_ROPE_MERGE=0 against the default, same call).
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels.h"

@@ -9,8 +9,9 @@
 // launch- and latency-bound (~0.2% of the 4.2 TB/s copy roofline). This unfused kernel serves
 // prefill and graphs-off runs. Measured apart (H200, 2026-12-05, `tern-cuda-bench --elementwise`,
 // 32 heads of 128): one token 1.5 us (launch-bound), 512 tokens 7.0 us = 57% of the copy
-// bandwidth, 2,048 tokens 24 us = 67%; the fused rms_norm + rope (norm.cu) at 512 / 2,048
-// tokens: 14% (29 / 113 us), the slow one of the prefill's small kernels.
+// bandwidth, 2,048 tokens 24 us = 67%. With fusion on (CUDA graphs), RoPE runs in norm.cu's
+// rms_norm_rope launch even without a q/k norm (norm off), q and k and the cache store together;
+// this kernel serves the unfused paths.
 #include "backend/cuda/kernels.h"
 
 namespace tern::cuda {
