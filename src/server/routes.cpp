@@ -26,10 +26,9 @@ void register_routes(HttpServer& server, api::Service& service) {
                  [&service](const HttpRequest& r) { return api::chat_completions(service, r); });
     server.route("POST", prefix + "/messages", ErrorFlavor::Anthropic,
                  [&service](const HttpRequest& r) { return api::anthropic_messages(service, r); });
-    server.route("POST", prefix + "/messages/count_tokens", ErrorFlavor::Anthropic,
-                 [&service](const HttpRequest& r) {
-                   return api::anthropic_count_tokens(service, r);
-                 });
+    server.route(
+        "POST", prefix + "/messages/count_tokens", ErrorFlavor::Anthropic,
+        [&service](const HttpRequest& r) { return api::anthropic_count_tokens(service, r); });
     server.route("POST", prefix + "/responses", ErrorFlavor::OpenAI,
                  [&service, responses](const HttpRequest& r) {
                    return api::responses_create(service, *responses, r);
