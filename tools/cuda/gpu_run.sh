@@ -152,6 +152,12 @@ if [[ " $stages " == *" tests "* ]]; then
     echo "cuda_device_test Matmul/Fused with TERN_CUDA_FGEMV=$v rc=$?" >>"$summary"
     grep -E "Failure|FAILED" "$OUT/ops-fgemv$v.log" | head -10 >>"$summary"
   done
+  # The Q4_K gate/up pair at 128 registers (gemv_q8.cu's TERN_CUDA_GEMV_GLU_REGS; one warp a pair
+  # forced, since the tests' shapes give four).
+  TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=128 timeout 120 $T/bin/cuda_device_test \
+    --gtest_filter='*Fused*' >"$OUT/ops-glu-regs.log" 2>&1
+  echo "cuda_device_test Fused with TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=128 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-glu-regs.log" | head -10 >>"$summary"
   # The row pairs' warps picked from the shape (the default is four for every shape).
   TERN_CUDA_FPAIR_W=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Float*:*Fused*' \
     >"$OUT/ops-fpair-shape.log" 2>&1

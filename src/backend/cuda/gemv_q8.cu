@@ -731,9 +731,13 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   }
 }
 
-// Gate and up row r of one x: a pair.
-template <TensorType T, int W>
-__global__ void __launch_bounds__(32 * kPairWarps)
+// Gate and up row r of one x: a pair. kMinBlocks (0: ptxas's choice) bounds the registers: Q4_K
+// with one warp a pair compiles to 72 registers and ptxas spreads the 4x-unrolled loop's loads
+// between its products; at 4 blocks a multiprocessor (128 registers) it issues most of them
+// first (sass_report.py --dump LDG, 2026-12-06): fewer warps, more bytes in flight each.
+// TERN_CUDA_GEMV_GLU_REGS=128 takes that build for Q4_K (A/B runs; not yet timed).
+template <TensorType T, int W, int kMinBlocks = 0>
+__global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out) {
   const int64_t want = pair_index<W>();
   const bool valid = want < gate.m;
@@ -1206,8 +1210,14 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
     const auto pick = [&](auto k1, auto k2, auto k4) {
       return warps == 1 ? k1 : warps == 2 ? k2 : k4;
     };
+    static const bool wide_registers = [] {
+      const char* v = std::getenv("TERN_CUDA_GEMV_GLU_REGS");
+      return v != nullptr && std::strcmp(v, "128") == 0;
+    }();
     auto* kernel = gemv_pair_glu_kernel<TensorType::Q4_K, 4>;
-    if (gate.type == TensorType::Q4_K) {
+    if (gate.type == TensorType::Q4_K && warps == 1 && wide_registers) {
+      kernel = gemv_pair_glu_kernel<TensorType::Q4_K, 1, 4>;
+    } else if (gate.type == TensorType::Q4_K) {
       kernel =
           pick(gemv_pair_glu_kernel<TensorType::Q4_K, 1>, gemv_pair_glu_kernel<TensorType::Q4_K, 2>,
                gemv_pair_glu_kernel<TensorType::Q4_K, 4>);
