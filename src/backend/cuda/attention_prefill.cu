@@ -87,18 +87,19 @@ constexpr int kKeyTile = 32;
 // kStages (kAsync): key tiles in flight, the one in use included. Two: four measured slower
 // (same call: 0.942 / 0.942 ms), so the warps do not wait on the tile copies.
 // Shared memory (dynamic, prefill_shared_bytes): kStages K tiles, then kStages V tiles.
-template <int D, bool kAsync, int kStages>
+constexpr int kStages = 2;
+static_assert(kStages >= 2, "a tile in flight while one is used");
+template <int D, bool kAsync>
 constexpr size_t prefill_shared_bytes() {
   return size_t{2} * (kAsync ? kStages : 1) * kKeyTile * (D + 8) * sizeof(__half);
 }
-template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false, int kStages = 2>
+template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false>
 __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
   // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
   // the 8 rows an ldmatrix reads in 8 different groups of 4.
   constexpr int kStride = D + 8;
   constexpr int kBuffers = kAsync ? kStages : 1;
-  static_assert(kBuffers >= 1 && (!kAsync || kStages >= 2), "a tile in flight while one is used");
   extern __shared__ __align__(16) unsigned char prefill_shared[];
   __half* const sk_base = reinterpret_cast<__half*>(prefill_shared);
   __half* const sv_base = sk_base + kBuffers * kKeyTile * kStride;
@@ -401,11 +402,11 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
 // Launches one kernel variant with its dynamic shared memory (raising the kernel's limit past
 // the default 48 KB where a variant needs it: on every launch, since the limit belongs to the
 // current device's context and a host call costs nothing next to the kernel).
-template <int D, bool kAsync, bool kSplit, bool kLowChain, int kStages>
+template <int D, bool kAsync, bool kSplit, bool kLowChain>
 cudaError_t launch_prefill(dim3 grid, unsigned threads, cudaStream_t stream,
                            const AttentionLaunch& a, const int32_t* tiles) {
-  auto* kernel = prefill_attention_kernel<D, kAsync, kSplit, kLowChain, kStages>;
-  constexpr size_t bytes = prefill_shared_bytes<D, kAsync, kStages>();
+  auto* kernel = prefill_attention_kernel<D, kAsync, kSplit, kLowChain>;
+  constexpr size_t bytes = prefill_shared_bytes<D, kAsync>();
   if constexpr (bytes > 48 * 1024) {
     const cudaError_t raised = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
@@ -420,13 +421,13 @@ cudaError_t launch_variant(int variant, dim3 grid, unsigned threads, cudaStream_
                            const AttentionLaunch& a, const int32_t* tiles) {
   switch (variant) {
     case 1:
-      return launch_prefill<D, false, true, false, 2>(grid, threads, stream, a, tiles);
+      return launch_prefill<D, false, true, false>(grid, threads, stream, a, tiles);
     case 3:
-      return launch_prefill<D, true, false, false, 2>(grid, threads, stream, a, tiles);
+      return launch_prefill<D, true, false, false>(grid, threads, stream, a, tiles);
     case 7:
-      return launch_prefill<D, true, true, false, 2>(grid, threads, stream, a, tiles);
+      return launch_prefill<D, true, true, false>(grid, threads, stream, a, tiles);
     default:
-      return launch_prefill<D, true, true, true, 2>(grid, threads, stream, a, tiles);
+      return launch_prefill<D, true, true, true>(grid, threads, stream, a, tiles);
   }
 }
 

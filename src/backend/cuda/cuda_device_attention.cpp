@@ -13,6 +13,7 @@
 
 namespace tern {
 
+using cuda_device_detail::apart;
 using cuda_device_detail::u;
 
 void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
@@ -32,14 +33,12 @@ void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
   // writes the keys it rotated and the values into the cache too.
   OpInfo* last = queued_info();
   if (type == TensorType::F16 && last != nullptr && last->kind == OpInfo::kNormRope) {
-    cuda::NormRopeLaunch& l = last->norm_rope;
-    const float* q_lo = l.parts[0].x;
-    const float* q_hi = q_lo + l.n * l.parts[0].heads * l.head_dim;
-    const bool v_apart = vd + n * kvh * hd <= q_lo || vd >= q_hi;
-    const float* k_lo = l.parts[1].x;
-    const bool v_apart_k = vd + n * kvh * hd <= k_lo || vd >= k_lo + n * kvh * hd;
+    const cuda::NormRopeLaunch& l = last->norm_rope;
+    const int64_t v_elems = n * kvh * hd;  // read by the launch that writes q and k
     if (l.count == 2 && l.k_cache == nullptr && l.parts[1].x == kd && l.n == n &&
-        l.parts[1].heads == kvh && l.head_dim == hd && v_apart && v_apart_k) {
+        l.parts[1].heads == kvh && l.head_dim == hd &&
+        apart(vd, v_elems, l.parts[0].x, n * l.parts[0].heads * hd) &&
+        apart(vd, v_elems, kd, v_elems)) {
       OpInfo info = *last;
       info.norm_rope.k_cache = static_cast<uint16_t*>(kc);
       info.norm_rope.v_cache = static_cast<uint16_t*>(vc);

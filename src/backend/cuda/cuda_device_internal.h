@@ -56,6 +56,12 @@ inline uint64_t u(float v) {
   return b;
 }
 
+// Whether the floats [a, a + a_elems) and [b, b + b_elems) share no element (a fusion that moves
+// one op's reads or writes next to another's needs them apart).
+inline bool apart(const float* a, int64_t a_elems, const float* b, int64_t b_elems) {
+  return a + a_elems <= b || b + b_elems <= a;
+}
+
 inline size_t row_bytes(TensorType type, int64_t cols) {
   const auto& info = tensor_type_info(type);
   return static_cast<size_t>(cols / info.block_elements) * info.block_bytes;

@@ -32,6 +32,7 @@ int64_t dequant_tile_elements() {
 
 }  // namespace
 
+using cuda_device_detail::apart;
 using cuda_device_detail::row_bytes;
 using cuda_device_detail::u;
 
@@ -207,7 +208,7 @@ void CudaDevice::float_token_gemv(const Tensor& w, const float* xd, float* yd) {
   const int64_t m = w.rows(), k = w.ne[0];
   const std::initializer_list<uint64_t> sig = {
       31, u(w.data), static_cast<uint64_t>(w.type), u(m), u(k), u(xd), u(yd)};
-  auto overlaps = [&](const float* y, int64_t rows) { return y < xd + k && xd < y + rows; };
+  auto overlaps = [&](const float* y, int64_t rows) { return !apart(y, rows, xd, k); };
   const OpInfo* last = queued_info();
   if (last != nullptr && last->kind == OpInfo::kFloatGemv && last->a == xd && last->k == k &&
       last->floats.type == w.type && last->floats.count < cuda::kMaxGemvFloatMulti &&

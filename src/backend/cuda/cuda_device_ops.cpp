@@ -16,6 +16,7 @@
 
 namespace tern {
 
+using cuda_device_detail::apart;
 using cuda_device_detail::row_bytes;
 using cuda_device_detail::u;
 
@@ -259,12 +260,7 @@ bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n
                            const float* fd, int64_t rd, bool neox, float ps,
                            std::initializer_list<uint64_t> sig) {
   if (!cuda::rms_norm_rope_supported(head_dim) || !fuse_ || !graphs_ || failed_) return false;
-  const char* lo = reinterpret_cast<const char*>(xd);
-  const char* hi = lo + n * heads * head_dim * 4;
-  auto apart = [&](const void* p, int64_t elems) {
-    const char* c = static_cast<const char*>(p);
-    return c + elems * 4 <= lo || c >= hi;
-  };
+  const int64_t x_elems = n * heads * head_dim;
   OpInfo info;
   info.kind = OpInfo::kNormRope;
   cuda::NormRopeLaunch& l = info.norm_rope;
@@ -285,7 +281,7 @@ bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n
       break;
     }
     const int64_t elems = op->rows * op->cols;
-    if (!apart(op->a, elems) || !apart(op->out, elems)) break;
+    if (!apart(op->a, elems, xd, x_elems) || !apart(op->out, elems, xd, x_elems)) break;
   }
   if (!merge && norm_back < 0) return false;
   q8_valid_ = false;
@@ -298,7 +294,7 @@ bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n
   if (ql != nullptr && q->kind == OpInfo::kNormRope && ql->count == 1 && ql->head_dim == head_dim &&
       ql->n == n && ql->positions == pd && ql->inv_freq == fd && ql->rotary_dim == rd &&
       ql->neox == neox && ql->position_scale == ps &&
-      apart(ql->parts[0].x, n * ql->parts[0].heads * head_dim)) {
+      apart(ql->parts[0].x, n * ql->parts[0].heads * head_dim, xd, x_elems)) {
     const cuda::NormRopeHeads k = l.parts[0];
     l = *ql;
     l.parts[1] = k;

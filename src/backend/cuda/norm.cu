@@ -272,14 +272,6 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int kMaxRopeHead = 512;
 constexpr int kRopeWarps = 8;  // head rows a block of rms_norm_rope: a warp each
 
-// One warp a head row (v1 ran a block of 256 threads a row, half of them idle at 128 values,
-// with two block barriers: 14% of the copy bandwidth at 512-2,048 tokens). Each lane holds
-// QUADS float4s of the row; the sum of squares is reduced in the row kernel's order for a row of
-// head_dim (a float4's squares, then each warp-sized step reduced over the lanes, the steps added
-// in order), so the result equals rms_norm followed by rope bit for bit. The normed row goes to
-// the warp's slice of shared memory for the rotation's partners; each lane then rotates its own
-// elements (a sincos each: the pair's two lanes differ under neox, and recomputing is cheaper
-// than a second exchange).
 // Four floats as F16 (round to nearest, store_kv's conversion), packed for one 8-byte store.
 __device__ __forceinline__ uint2 f16x4(const float4& f) {
   const uint32_t a = __half_as_ushort(__float2half_rn(f.x)),
@@ -289,6 +281,14 @@ __device__ __forceinline__ uint2 f16x4(const float4& f) {
   return make_uint2(a | (b << 16), c | (d << 16));
 }
 
+// One warp a head row (v1 ran a block of 256 threads a row, half of them idle at 128 values,
+// with two block barriers: 14% of the copy bandwidth at 512-2,048 tokens). Each lane holds
+// QUADS float4s of the row; the sum of squares is reduced in the row kernel's order for a row of
+// head_dim (a float4's squares, then each warp-sized step reduced over the lanes, the steps added
+// in order), so the result equals rms_norm followed by rope bit for bit. The normed row goes to
+// the warp's slice of shared memory for the rotation's partners; each lane then rotates its own
+// elements (a sincos each: the pair's two lanes differ under neox, and recomputing is cheaper
+// than a second exchange).
 // The rows of l.parts[0] (n tokens x its heads) come first, then those of l.parts[1], then (with
 // the cache stores) the values' rows.
 template <int QUADS>
