@@ -444,16 +444,20 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles with the low products' own chains, 1 the
-  // plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a score fragment
-  // (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
+  // plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a score fragment,
+  // 9 the wgmma kernel (attention_prefill_wgmma.cu; Hopper only, else the default) (A/B runs; 0
+  // is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 2;
-    for (int known : {1, 3, 7}) {
+    for (int known : {1, 3, 7, 9}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 2;
   }();
+  if (variant == 9 && prefill_attention_wgmma_supported(a)) {
+    return prefill_attention_wgmma(a, tiles, tile_count, stream);
+  }
   const unsigned threads = 32 * kWarps;
   if (a.head_dim == 64) return launch_variant<64>(variant, grid, threads, stream, a, tiles);
   return launch_variant<128>(variant, grid, threads, stream, a, tiles);

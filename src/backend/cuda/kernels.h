@@ -243,5 +243,11 @@ cudaError_t decode_attention_mma(const AttentionLaunch& a, cudaStream_t stream);
 bool prefill_attention_supported(const AttentionLaunch& a);
 cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
                               cudaStream_t stream);
+// attention_prefill_wgmma.cu: the same products on Hopper's warpgroup instructions (compute
+// capability 9.0 only; the same tiles and launch arguments). prefill_attention takes it under
+// TERN_CUDA_ATTN_PREFILL=9.
+bool prefill_attention_wgmma_supported(const AttentionLaunch& a);
+cudaError_t prefill_attention_wgmma(const AttentionLaunch& a, const int32_t* tiles,
+                                    int64_t tile_count, cudaStream_t stream);
 
 }  // namespace tern::cuda

@@ -1,0 +1,329 @@
+// attention_prefill_wgmma: attention_prefill.cu's causal prefill attention over the paged F16 KV
+// cache, on Hopper's warpgroup products (wgmma, sm_90a) instead of mma.sync. A block is one
+// warpgroup (4 warps) with 64 query tokens of one sequence and one query head, the same tiles as
+// attention_prefill.cu; key tiles of 64.
+// Why: the mma.sync kernel issues ~500 instructions a 32-key tile of which 128 mmas and 32
+// ldmatrix, and waits on them (Nsight Compute, 2026-12-06, H100, a 2,048-token chunk after ~6K
+// keys: 2.34 cycles a issued instruction stalled on fixed-latency dependencies, 12% occupancy by
+// its 228 registers); after 16K tokens of context it is ~2/3 of the BF16 prefill. A wgmma takes a
+// whole 64 x 64 x 16 (scores) or 64 x 128 x 16 (output) product in one instruction, reads B from
+// shared memory itself and runs while the warps go on: a tile is 32 products (16 with single f16)
+// instead of 256 mma.sync + 64 ldmatrix.
+// Precision: as attention_prefill.cu, Q and P split into two f16 halves, each product twice (the
+// second into the same accumulator), so the results keep float precision.
+// Shared memory (a stage: the K tile, then the V tile; two stages): each tile 64 keys x D f16 as
+// wgmma's core matrices, 8 keys x 8 dims in 128 contiguous bytes, key groups fastest:
+// byte (piece p = dim / 8, key r) = (p * 8 + r / 8) * 128 + (r % 8) * 16. The scores' B (K^T, K
+// = dims) is K-major: core matrices 1,024 bytes apart along the dims, 128 along the keys. The
+// output's B (V, K = keys) is MN-major (transposed): 128 bytes apart along the keys, 1,024 along
+// the dims.
+// Reads: q once; each key and value row once per 64 query tokens of each query head (GQA heads
+// read their KV head's rows again, from L2). Writes out [tokens, heads, head_dim].
+// Measured: not yet run on a GPU (TERN_CUDA_ATTN_PREFILL=9 takes it; default off).
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/f16_fragments.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/wgmma.cuh"
+
+namespace tern::cuda {
+namespace {
+
+constexpr int kThreads = 128;  // one warpgroup
+constexpr int kQueryTile = 64;
+constexpr int kKeyTile = 64;
+constexpr int kKeyGroups = kKeyTile / 8;
+constexpr int kStages = 2;
+constexpr uint32_t kCoreBytes = 128;
+
+template <int D>
+constexpr uint32_t tile_bytes() {
+  return kKeyTile * D * sizeof(__half);
+}
+template <int D>
+constexpr size_t wgmma_shared_bytes() {
+  return size_t{2} * kStages * tile_bytes<D>();
+}
+
+// The MN-major descriptor's two strides in the order the hardware reads them: 0 (the default)
+// keys along K, dims along N as the PTX ISA's canonical layouts give them; 1 swapped
+// (TERN_CUDA_WGMMA_V_SWAP=1, kept until a GPU run settles which is right).
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_attention_wgmma_kernel(AttentionLaunch a, const int32_t* tiles, int v_swap) {
+  extern __shared__ __align__(128) unsigned char wgmma_shared[];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane >> 2, t = lane & 3;
+  const int32_t* seq = a.sequences + 4 * tiles[2 * blockIdx.x];
+  const int64_t seq_first = seq[0], seq_tokens = seq[1], pos0 = seq[2];
+  const int32_t* table = a.tables + seq[3];
+  const int64_t tile_first = tiles[2 * blockIdx.x + 1];
+  const int64_t head = blockIdx.y;
+  const int64_t kvh = head / (a.heads / a.kv_heads);
+  const int64_t seq_end = seq_first + seq_tokens;
+
+  // This lane's two query rows (g and g + 8 of its warp's 16) and their positions.
+  int64_t token[2];
+  bool row_valid[2];
+  int32_t qpos32[2], key_first32[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    token[h] = tile_first + warp * 16 + g + 8 * h;
+    row_valid[h] = token[h] < seq_end;
+    const int64_t qpos = pos0 + (token[h] - seq_first);
+    const int64_t key_first =
+        a.window > 0 ? (qpos - a.window + 1 > 0 ? qpos - a.window + 1 : 0) : 0;
+    qpos32[h] = static_cast<int32_t>(qpos);
+    key_first32[h] = static_cast<int32_t>(key_first);
+  }
+  // Scores in log2 units (scale and log2 e folded into Q; with soft-capping only the scale).
+  constexpr float kLog2e = 1.4426950408889634f;
+  const bool capped = a.softcap > 0.0f;
+  const float q_scale = capped ? a.scale : a.scale * kLog2e;
+  const float inverse_cap = capped ? 1.0f / a.softcap : 0.0f;
+  auto logit = [&](float v) { return capped ? a.softcap * tanhf(v * inverse_cap) * kLog2e : v; };
+  // Q fragments (wgmma's A from registers), f16 high and low halves: [k step][a0..a3].
+  uint32_t qh[D / 16][4], ql[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int h = r & 1;
+      const int dim = 16 * kk + 2 * t + (r >= 2 ? 8 : 0);
+      float x0 = 0.0f, x1 = 0.0f;
+      if (row_valid[h]) {
+        const float* q = a.q + (token[h] * a.heads + head) * D + dim;
+        x0 = q[0] * q_scale;
+        x1 = q[1] * q_scale;
+      }
+      split2(x0, x1, qh[kk][r], ql[kk][r]);
+    }
+  }
+
+  const int64_t last_token =
+      tile_first + kQueryTile - 1 < seq_end - 1 ? tile_first + kQueryTile - 1 : seq_end - 1;
+  const int64_t block_qpos_first = pos0 + (tile_first - seq_first);
+  const int64_t block_qpos_last = pos0 + (last_token - seq_first);
+  const int64_t keys_begin =
+      a.window > 0 ? (block_qpos_first - a.window + 1 > 0 ? block_qpos_first - a.window + 1 : 0)
+                   : 0;
+  const int64_t keys_end = block_qpos_last + 1;
+  const int64_t full_first =
+      a.window > 0 ? (block_qpos_last - a.window + 1 > 0 ? block_qpos_last - a.window + 1 : 0) : 0;
+
+  // The tile copies: a thread takes 16-byte piece p of key rows r, r + R, ... (R = 128 / pieces a
+  // row); eight consecutive threads take one piece of eight consecutive rows, 128 contiguous
+  // bytes of shared memory (one core matrix: no bank conflicts). One block-table lookup a lane
+  // for each 32 keys of the tile, the rows then taken by shuffle.
+  constexpr int kPieces = D / 8;
+  constexpr int kRowsAPass = kThreads / kPieces;
+  static_assert(kKeyTile % kRowsAPass == 0 && 32 % kRowsAPass == 0, "whole passes");
+  const int tid = static_cast<int>(threadIdx.x);
+  const int piece = (tid >> 3) % kPieces;
+  const int row0 = (tid & 7) + 8 * ((tid >> 3) / kPieces);
+  const uint32_t shared_base = shared_address(wgmma_shared);
+  const uint32_t piece_offset =
+      (static_cast<uint32_t>(piece) * kKeyGroups + (row0 >> 3)) * kCoreBytes + (row0 & 7) * 16;
+  const auto* kc = static_cast<const __half*>(a.k_cache);
+  const auto* vc = static_cast<const __half*>(a.v_cache);
+  auto k_tile = [&](int stage) { return shared_base + stage * 2 * tile_bytes<D>(); };
+  auto v_tile = [&](int stage) { return k_tile(stage) + tile_bytes<D>(); };
+  auto issue_tile = [&](int64_t k0, int stage) {
+    long long lane_row[kKeyTile / 32];
+#pragma unroll
+    for (int half = 0; half < kKeyTile / 32; ++half) {
+      const int64_t key = k0 + 32 * half + lane;
+      lane_row[half] =
+          key < keys_end ? (key_slot(table, key, a.block_size) * a.kv_heads + kvh) * D : 0;
+    }
+    const int64_t left = keys_end - k0;
+    const int keys_left = left < kKeyTile ? static_cast<int>(left) : kKeyTile;
+#pragma unroll
+    for (int i = 0; i < kKeyTile / kRowsAPass; ++i) {
+      const int r = row0 + i * kRowsAPass;
+      constexpr int kPassesAHalf = 32 / kRowsAPass;
+      const int64_t at = __shfl_sync(0xffffffffu, lane_row[i / kPassesAHalf], r % 32) + piece * 8;
+      // Row r's core matrix: (r / 8) groups on from row0's (row0 % 8 = r % 8).
+      const uint32_t offset = piece_offset + (i * kRowsAPass / 8) * kCoreBytes;
+      cp_async16(k_tile(stage) + offset, kc + at, r < keys_left);
+      cp_async16(v_tile(stage) + offset, vc + at, r < keys_left);
+    }
+    cp_async_commit();
+  };
+  // Descriptors' fixed parts: strides between core matrices along K and along M / N.
+  constexpr uint32_t kGroupStride = kCoreBytes;               // next 8 keys
+  constexpr uint32_t kPieceStride = kKeyGroups * kCoreBytes;  // next 8 dims
+  const uint32_t v_k_stride = v_swap ? kPieceStride : kGroupStride;
+  const uint32_t v_mn_stride = v_swap ? kGroupStride : kPieceStride;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const int64_t k_first = keys_begin / kKeyTile * kKeyTile;
+  issue_tile(k_first, 0);
+  int stage = 0;
+  for (int64_t k0 = k_first; k0 < keys_end; k0 += kKeyTile, stage ^= 1) {
+    const int64_t ahead = k0 + kKeyTile;
+    if (ahead < keys_end) {
+      issue_tile(ahead, stage ^ 1);
+    } else {
+      cp_async_commit();  // an empty group: the wait below counts the same
+    }
+    cp_async_wait<1>();          // this tile's copies have landed (this thread's)
+    fence_proxy_async_shared();  // ... and are visible to the tensor cores
+    __syncthreads();             // ... everyone's
+
+    // S = Q K^T: 64 queries x 64 keys, D / 16 k steps, each with the high and low halves of Q.
+    float s[kKeyTile / 2];
+#pragma unroll
+    for (int i = 0; i < kKeyTile / 2; ++i) s[i] = 0.0f;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t desc =
+          wgmma_descriptor(k_tile(stage) + 2 * kk * kPieceStride, kPieceStride, kGroupStride);
+      wgmma_m64n64k16<0>(s, qh[kk], desc, true);
+      wgmma_m64n64k16<0>(s, ql[kk], desc, true);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_registers(s);
+
+    // Online softmax per row (rows g and g + 8; a row's 64 scores are spread over a quad):
+    // s[4j + c] is key 8j + 2t + (c & 1) of row g + 8 (c >> 1).
+    const bool full = k0 >= full_first && k0 + kKeyTile - 1 <= block_qpos_first;
+    if (!full || capped) {
+      const int32_t k32 = static_cast<int32_t>(k0) + 2 * t;
+#pragma unroll
+      for (int i = 0; i < kKeyTile / 2; ++i) {
+        const int h = (i >> 1) & 1;
+        const int32_t kpos = k32 + 8 * (i >> 2) + (i & 1);
+        const bool valid = full || (row_valid[h] && kpos <= qpos32[h] && kpos >= key_first32[h]);
+        s[i] = valid ? logit(s[i]) : -INFINITY;
+      }
+    }
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < kKeyTile / 2; ++i)
+      tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      const float m_new = fmaxf(m[h], tile_max[h]);
+      corr[h] = m_new == -INFINITY ? 1.0f : fast_exp2(m[h] - m_new);
+      m[h] = m_new;
+    }
+    const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
+    float row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < kKeyTile / 2; ++i) {
+      const int h = (i >> 1) & 1;
+      s[i] = fast_exp2(s[i] - m_sub[h]);
+      row_sum[h] += s[i];
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+      l[h] = l[h] * corr[h] + row_sum[h];
+    }
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
+    }
+    // O += P V: the probabilities of keys 16ks.. are the A fragment of k step ks (score groups
+    // 2ks and 2ks + 1), split into f16 halves.
+    uint32_t ph[kKeyTile / 16][4], pl[kKeyTile / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < kKeyTile / 16; ++ks) {
+      const float* s0 = s + 8 * ks;  // group 2ks: s0[0..3]; group 2ks + 1: s0[4..7]
+      split2(s0[0], s0[1], ph[ks][0], pl[ks][0]);
+      split2(s0[2], s0[3], ph[ks][1], pl[ks][1]);
+      split2(s0[4], s0[5], ph[ks][2], pl[ks][2]);
+      split2(s0[6], s0[7], ph[ks][3], pl[ks][3]);
+    }
+    wgmma_fence_registers(o);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kKeyTile / 16; ++ks) {
+      const uint64_t desc =
+          wgmma_descriptor(v_tile(stage) + 2 * ks * kGroupStride, v_k_stride, v_mn_stride);
+      if constexpr (D == 128) {
+        wgmma_m64n128k16<1>(o, ph[ks], desc, true);
+        wgmma_m64n128k16<1>(o, pl[ks], desc, true);
+      } else {
+        wgmma_m64n64k16<1>(o, ph[ks], desc, true);
+        wgmma_m64n64k16<1>(o, pl[ks], desc, true);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_registers(o);
+    wgmma_fence_registers(ph);  // read by the products until the wait: kept alive past it
+    wgmma_fence_registers(pl);
+    __syncthreads();  // every warp is past this stage's tiles before the next copy overwrites them
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (!row_valid[h]) continue;
+    const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+    float* out = a.out + (token[h] * a.heads + head) * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      out[8 * j + 2 * t] = o[4 * j + 2 * h] * inv;
+      out[8 * j + 2 * t + 1] = o[4 * j + 2 * h + 1] * inv;
+    }
+  }
+}
+
+template <int D>
+cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, const int32_t* tiles,
+                   int v_swap) {
+  auto* kernel = prefill_attention_wgmma_kernel<D>;
+  constexpr size_t bytes = wgmma_shared_bytes<D>();
+  if constexpr (bytes > 48 * 1024) {
+    const cudaError_t raised = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (raised != cudaSuccess) return raised;
+  }
+  kernel<<<grid, kThreads, bytes, stream>>>(a, tiles, v_swap);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool prefill_attention_wgmma_supported(const AttentionLaunch& a) {
+  // The sm_90a code runs on compute capability 9.0 only (later GPUs get the compute_90 PTX).
+  static const bool hopper = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      return false;
+    }
+    return major == 9 && minor == 0;
+  }();
+  return hopper && prefill_attention_supported(a);
+}
+
+cudaError_t prefill_attention_wgmma(const AttentionLaunch& a, const int32_t* tiles,
+                                    int64_t tile_count, cudaStream_t stream) {
+  if (tile_count == 0) return cudaSuccess;
+  if (!prefill_attention_wgmma_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
+  static const int v_swap = [] {
+    const char* v = std::getenv("TERN_CUDA_WGMMA_V_SWAP");
+    return v != nullptr && v[0] == '1' ? 1 : 0;
+  }();
+  const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
+  if (a.head_dim == 64) return launch<64>(grid, stream, a, tiles, v_swap);
+  return launch<128>(grid, stream, a, tiles, v_swap);
+}
+
+}  // namespace tern::cuda
