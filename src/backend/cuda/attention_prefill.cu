@@ -445,18 +445,18 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles with the low products' own chains, 1 the
   // plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a score fragment,
-  // 9 the wgmma kernel (attention_prefill_wgmma.cu; Hopper only, else the default) (A/B runs; 0
-  // is the CUDA-core kernels, cuda_device_attention.cpp).
+  // 9 the wgmma kernel (attention_prefill_wgmma.cu; Hopper only, else the default), 10 that with
+  // single-f16 Q (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 2;
-    for (int known : {1, 3, 7, 9}) {
+    for (int known : {1, 3, 7, 9, 10}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 2;
   }();
-  if (variant == 9 && prefill_attention_wgmma_supported(a)) {
-    return prefill_attention_wgmma(a, tiles, tile_count, stream);
+  if ((variant == 9 || variant == 10) && prefill_attention_wgmma_supported(a)) {
+    return prefill_attention_wgmma(a, tiles, tile_count, stream, variant == 9);
   }
   const unsigned threads = 32 * kWarps;
   if (a.head_dim == 64) return launch_variant<64>(variant, grid, threads, stream, a, tiles);

@@ -11,7 +11,10 @@
 // instead of 256 mma.sync + 64 ldmatrix.
 // Precision: as attention_prefill.cu, Q and P split into two f16 halves, each product twice (the
 // second into the same accumulator), so the results keep float precision.
-// Shared memory (a stage: the K tile, then the V tile; two stages): each tile 64 keys x D f16 as
+// The round of tile j (FlashAttention-3's order within a warpgroup): the scores of tile j + 1
+// and P(j) V(j) are issued together; the warps take the softmax of tile j + 1 while P(j) V(j)
+// runs, then rescale O. (Two warpgroups a multiprocessor by registers; their rounds interleave.)
+// Shared memory (a stage: the K tile, then the V tile; three stages): each tile 64 keys x D f16 as
 // wgmma's core matrices, 8 keys x 8 dims in 128 contiguous bytes, key groups fastest:
 // byte (piece p = dim / 8, key r) = (p * 8 + r / 8) * 128 + (r % 8) * 16. The scores' B (K^T, K
 // = dims) is K-major: core matrices 1,024 bytes apart along the dims, 128 along the keys. The
@@ -19,10 +22,10 @@
 // the dims.
 // Reads: q once; each key and value row once per 64 query tokens of each query head (GQA heads
 // read their KV head's rows again, from L2). Writes out [tokens, heads, head_dim].
-// Measured: not yet run on a GPU (TERN_CUDA_ATTN_PREFILL=9 takes it; default off).
+// Measured (2026-12-06, H100, tern-cuda-bench --attention, 512 tokens after 16K keys): the first
+// version, products and softmax one after the other, 1.06 ms against the mma.sync kernel's 0.838.
+// This one: not yet run (TERN_CUDA_ATTN_PREFILL=9 takes it, =10 with single-f16 Q; default off).
 #include <cuda_fp16.h>
-
-#include <cstdlib>
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/f16_fragments.cuh"
@@ -36,7 +39,7 @@ constexpr int kThreads = 128;  // one warpgroup
 constexpr int kQueryTile = 64;
 constexpr int kKeyTile = 64;
 constexpr int kKeyGroups = kKeyTile / 8;
-constexpr int kStages = 2;
+constexpr int kStages = 3;
 constexpr uint32_t kCoreBytes = 128;
 
 template <int D>
@@ -48,12 +51,10 @@ constexpr size_t wgmma_shared_bytes() {
   return size_t{2} * kStages * tile_bytes<D>();
 }
 
-// The MN-major descriptor's two strides in the order the hardware reads them: 0 (the default)
-// keys along K, dims along N as the PTX ISA's canonical layouts give them; 1 swapped
-// (TERN_CUDA_WGMMA_V_SWAP=1, kept until a GPU run settles which is right).
-template <int D>
+// kSplitQ: Q as two f16 halves (twice the score products) or one.
+template <int D, bool kSplitQ>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_attention_wgmma_kernel(AttentionLaunch a, const int32_t* tiles, int v_swap) {
+    prefill_attention_wgmma_kernel(AttentionLaunch a, const int32_t* tiles) {
   extern __shared__ __align__(128) unsigned char wgmma_shared[];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane >> 2, t = lane & 3;
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float inverse_cap = capped ? 1.0f / a.softcap : 0.0f;
   auto logit = [&](float v) { return capped ? a.softcap * tanhf(v * inverse_cap) * kLog2e : v; };
   // Q fragments (wgmma's A from registers), f16 high and low halves: [k step][a0..a3].
-  uint32_t qh[D / 16][4], ql[D / 16][4];
+  uint32_t qh[D / 16][4], ql[kSplitQ ? D / 16 : 1][4];
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
@@ -99,7 +100,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         x0 = q[0] * q_scale;
         x1 = q[1] * q_scale;
       }
-      split2(x0, x1, qh[kk][r], ql[kk][r]);
+      if constexpr (kSplitQ) {
+        split2(x0, x1, qh[kk][r], ql[kk][r]);
+      } else {
+        qh[kk][r] = pack_half2(__float2half_rn(x0), __float2half_rn(x1));
+      }
     }
   }
 
@@ -156,46 +161,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Descriptors' fixed parts: strides between core matrices along K and along M / N.
   constexpr uint32_t kGroupStride = kCoreBytes;               // next 8 keys
   constexpr uint32_t kPieceStride = kKeyGroups * kCoreBytes;  // next 8 dims
-  const uint32_t v_k_stride = v_swap ? kPieceStride : kGroupStride;
-  const uint32_t v_mn_stride = v_swap ? kGroupStride : kPieceStride;
 
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  const int64_t k_first = keys_begin / kKeyTile * kKeyTile;
-  issue_tile(k_first, 0);
-  int stage = 0;
-  for (int64_t k0 = k_first; k0 < keys_end; k0 += kKeyTile, stage ^= 1) {
-    const int64_t ahead = k0 + kKeyTile;
-    if (ahead < keys_end) {
-      issue_tile(ahead, stage ^ 1);
-    } else {
-      cp_async_commit();  // an empty group: the wait below counts the same
-    }
-    cp_async_wait<1>();          // this tile's copies have landed (this thread's)
-    fence_proxy_async_shared();  // ... and are visible to the tensor cores
-    __syncthreads();             // ... everyone's
-
-    // S = Q K^T: 64 queries x 64 keys, D / 16 k steps, each with the high and low halves of Q.
-    float s[kKeyTile / 2];
-#pragma unroll
-    for (int i = 0; i < kKeyTile / 2; ++i) s[i] = 0.0f;
-    wgmma_fence();
+  // S = Q K^T of the tile in `stage` into s (64 queries x 64 keys, D / 16 k steps), issued.
+  float s[kKeyTile / 2];
+  auto issue_scores = [&](int stage) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint64_t desc =
           wgmma_descriptor(k_tile(stage) + 2 * kk * kPieceStride, kPieceStride, kGroupStride);
-      wgmma_m64n64k16<0>(s, qh[kk], desc, true);
-      wgmma_m64n64k16<0>(s, ql[kk], desc, true);
+      wgmma_m64n64k16<0>(s, qh[kk], desc, kk > 0);
+      if constexpr (kSplitQ) wgmma_m64n64k16<0>(s, ql[kk], desc, true);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_registers(s);
-
-    // Online softmax per row (rows g and g + 8; a row's 64 scores are spread over a quad):
-    // s[4j + c] is key 8j + 2t + (c & 1) of row g + 8 (c >> 1).
+  };
+  // The online softmax of the tile at k0 once its scores are in s (rows g and g + 8; a row's 64
+  // scores are spread over a quad; s[4j + c] is key 8j + 2t + (c & 1) of row g + 8 (c >> 1)):
+  // s becomes the probabilities, m and l move on, corr is what O must be scaled by.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
+  auto softmax = [&](int64_t k0) {
     const bool full = k0 >= full_first && k0 + kKeyTile - 1 <= block_qpos_first;
+    // (The common tile after a long context, every score seen and no soft-capping: one uniform
+    // branch instead of a test per score.)
     if (!full || capped) {
       const int32_t k32 = static_cast<int32_t>(k0) + 2 * t;
 #pragma unroll
@@ -208,9 +193,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < kKeyTile / 2; ++i)
+    for (int i = 0; i < kKeyTile / 2; ++i) {
       tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
-    float corr[2];
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
@@ -219,6 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       corr[h] = m_new == -INFINITY ? 1.0f : fast_exp2(m[h] - m_new);
       m[h] = m_new;
     }
+    // exp2(-inf - m) = 0 for the masked scores; a row with none seen yet subtracts 0 (not -inf).
     const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
     float row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -233,12 +219,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
       l[h] = l[h] * corr[h] + row_sum[h];
     }
-    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+  };
+
+  // The pipeline, a tile j a round: P(j) V(j) runs on the tensor cores while the warps take the
+  // softmax of tile j + 1 (whose scores were issued just before it); the copies of tile j + 2
+  // go out meanwhile. Three stages: tile j's V, tile j + 1's K and tile j + 2 in flight.
+  float o[D / 2];
 #pragma unroll
-      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
-    }
-    // O += P V: the probabilities of keys 16ks.. are the A fragment of k step ks (score groups
-    // 2ks and 2ks + 1), split into f16 halves.
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  const int64_t k_first = keys_begin / kKeyTile * kKeyTile;
+  issue_tile(k_first, 0);
+  cp_async_wait<0>();
+  fence_proxy_async_shared();
+  __syncthreads();
+  if (k_first + kKeyTile < keys_end) issue_tile(k_first + kKeyTile, 1);
+  wgmma_fence();
+  issue_scores(0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_registers(s);
+  softmax(k_first);
+  int stage = 0;  // tile j's
+  for (int64_t k0 = k_first; k0 < keys_end; k0 += kKeyTile) {
+    const bool has_next = k0 + kKeyTile < keys_end;
+    const int next_stage = stage == kStages - 1 ? 0 : stage + 1;
+    // P(j): the probabilities of keys 16ks.. are the A fragment of k step ks (score groups 2ks
+    // and 2ks + 1), split into f16 halves.
     uint32_t ph[kKeyTile / 16][4], pl[kKeyTile / 16][4];
 #pragma unroll
     for (int ks = 0; ks < kKeyTile / 16; ++ks) {
@@ -248,12 +254,24 @@ __global__ void __launch_bounds__(kThreads, 1)
       split2(s0[4], s0[5], ph[ks][2], pl[ks][2]);
       split2(s0[6], s0[7], ph[ks][3], pl[ks][3]);
     }
+    // Tile j + 1 has landed (everyone's copies, visible to the tensor cores); every warp is past
+    // round j - 1, so tile j - 1's stage takes tile j + 2.
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    __syncthreads();
+    if (k0 + 2 * kKeyTile < keys_end) {
+      issue_tile(k0 + 2 * kKeyTile, next_stage == kStages - 1 ? 0 : next_stage + 1);
+    }
     wgmma_fence_registers(o);
     wgmma_fence();
+    // (Issued for the last tile too, its result unused: a product issued on one path only makes
+    // ptxas serialize every product of the kernel.)
+    issue_scores(next_stage);
+    wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < kKeyTile / 16; ++ks) {
       const uint64_t desc =
-          wgmma_descriptor(v_tile(stage) + 2 * ks * kGroupStride, v_k_stride, v_mn_stride);
+          wgmma_descriptor(v_tile(stage) + 2 * ks * kGroupStride, kGroupStride, kPieceStride);
       if constexpr (D == 128) {
         wgmma_m64n128k16<1>(o, ph[ks], desc, true);
         wgmma_m64n128k16<1>(o, pl[ks], desc, true);
@@ -263,11 +281,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     wgmma_commit();
+    wgmma_wait<1>();  // the scores of tile j + 1 (P(j) V(j) may still run)
+    wgmma_fence_registers(s);
+    if (has_next) softmax(k0 + kKeyTile);
     wgmma_wait<0>();
     wgmma_fence_registers(o);
     wgmma_fence_registers(ph);  // read by the products until the wait: kept alive past it
     wgmma_fence_registers(pl);
-    __syncthreads();  // every warp is past this stage's tiles before the next copy overwrites them
+    if (has_next && __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
+    }
+    stage = next_stage;
   }
 
 #pragma unroll
@@ -283,17 +308,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <int D>
-cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, const int32_t* tiles,
-                   int v_swap) {
-  auto* kernel = prefill_attention_wgmma_kernel<D>;
+template <int D, bool kSplitQ>
+cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, const int32_t* tiles) {
+  auto* kernel = prefill_attention_wgmma_kernel<D, kSplitQ>;
   constexpr size_t bytes = wgmma_shared_bytes<D>();
   if constexpr (bytes > 48 * 1024) {
     const cudaError_t raised = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
     if (raised != cudaSuccess) return raised;
   }
-  kernel<<<grid, kThreads, bytes, stream>>>(a, tiles, v_swap);
+  kernel<<<grid, kThreads, bytes, stream>>>(a, tiles);
   return cudaGetLastError();
 }
 
@@ -314,16 +338,16 @@ bool prefill_attention_wgmma_supported(const AttentionLaunch& a) {
 }
 
 cudaError_t prefill_attention_wgmma(const AttentionLaunch& a, const int32_t* tiles,
-                                    int64_t tile_count, cudaStream_t stream) {
+                                    int64_t tile_count, cudaStream_t stream, bool split_q) {
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_wgmma_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
-  static const int v_swap = [] {
-    const char* v = std::getenv("TERN_CUDA_WGMMA_V_SWAP");
-    return v != nullptr && v[0] == '1' ? 1 : 0;
-  }();
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
-  if (a.head_dim == 64) return launch<64>(grid, stream, a, tiles, v_swap);
-  return launch<128>(grid, stream, a, tiles, v_swap);
+  if (a.head_dim == 64) {
+    return split_q ? launch<64, true>(grid, stream, a, tiles)
+                   : launch<64, false>(grid, stream, a, tiles);
+  }
+  return split_q ? launch<128, true>(grid, stream, a, tiles)
+                 : launch<128, false>(grid, stream, a, tiles);
 }
 
 }  // namespace tern::cuda

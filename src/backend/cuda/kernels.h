@@ -244,10 +244,10 @@ bool prefill_attention_supported(const AttentionLaunch& a);
 cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
                               cudaStream_t stream);
 // attention_prefill_wgmma.cu: the same products on Hopper's warpgroup instructions (compute
-// capability 9.0 only; the same tiles and launch arguments). prefill_attention takes it under
-// TERN_CUDA_ATTN_PREFILL=9.
+// capability 9.0 only; the same tiles and launch arguments; split_q: Q as two f16 halves, else
+// one). prefill_attention takes it under TERN_CUDA_ATTN_PREFILL=9 (split Q) and 10 (single).
 bool prefill_attention_wgmma_supported(const AttentionLaunch& a);
 cudaError_t prefill_attention_wgmma(const AttentionLaunch& a, const int32_t* tiles,
-                                    int64_t tile_count, cudaStream_t stream);
+                                    int64_t tile_count, cudaStream_t stream, bool split_q);
 
 }  // namespace tern::cuda
