@@ -135,7 +135,7 @@ if [[ " $stages " == *" tests "* ]]; then
   # the forward passes (token trees, chunks, decode).
   # (=7: one mma chain a score fragment, the prefill default before 2026-12-06.) ATTN_TEST_CONFIGS
   # (';'-separated) picks fewer.
-  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7}"
+  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9}"
   for c in "${attn_configs[@]}"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
@@ -152,12 +152,14 @@ if [[ " $stages " == *" tests "* ]]; then
     echo "cuda_device_test Matmul/Fused with TERN_CUDA_FGEMV=$v rc=$?" >>"$summary"
     grep -E "Failure|FAILED" "$OUT/ops-fgemv$v.log" | head -10 >>"$summary"
   done
-  # The Q4_K gate/up pair at 128 registers (gemv_q8.cu's TERN_CUDA_GEMV_GLU_REGS; one warp a pair
-  # forced, since the tests' shapes give four).
-  TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=128 timeout 120 $T/bin/cuda_device_test \
-    --gtest_filter='*Fused*' >"$OUT/ops-glu-regs.log" 2>&1
-  echo "cuda_device_test Fused with TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=128 rc=$?" >>"$summary"
-  grep -E "Failure|FAILED" "$OUT/ops-glu-regs.log" | head -10 >>"$summary"
+  # The Q4_K gate/up pair with one warp a pair, at 128 registers (the default) and at ptxas's
+  # choice (gemv_q8.cu's TERN_CUDA_GEMV_GLU_REGS=0), forced since the tests' shapes give four.
+  for regs in 128 0; do
+    TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=$regs timeout 120 $T/bin/cuda_device_test \
+      --gtest_filter='*Fused*' >"$OUT/ops-glu-regs$regs.log" 2>&1
+    echo "cuda_device_test Fused with TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=$regs rc=$?" >>"$summary"
+    grep -E "Failure|FAILED" "$OUT/ops-glu-regs$regs.log" | head -10 >>"$summary"
+  done
   # The row pairs' warps picked from the shape (the default is four for every shape).
   TERN_CUDA_FPAIR_W=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Float*:*Fused*' \
     >"$OUT/ops-fpair-shape.log" 2>&1

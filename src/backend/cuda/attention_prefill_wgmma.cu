@@ -22,9 +22,16 @@
 // the dims.
 // Reads: q once; each key and value row once per 64 query tokens of each query head (GQA heads
 // read their KV head's rows again, from L2). Writes out [tokens, heads, head_dim].
-// Measured (2026-12-06, H100, tern-cuda-bench --attention, 512 tokens after 16K keys): the first
-// version, products and softmax one after the other, 1.06 ms against the mma.sync kernel's 0.838.
-// This one: not yet run (TERN_CUDA_ATTN_PREFILL=9 takes it, =10 with single-f16 Q; default off).
+// Measured (2026-12-06, H100, tern-cuda-bench --attention, 512 tokens after 16K keys, A B A B):
+// the first version (products and softmax one after the other) 1.06 ms, this one 1.020 / 1.022
+// ms, with single-f16 Q (=10) 0.990 / 1.003, against the mma.sync kernel's 0.832 / 0.829: slower,
+// so not the default (TERN_CUDA_ATTN_PREFILL=9 takes it; every attention case passes with it).
+// Nsight Compute (a 512-token launch after 1K keys): 251 registers, two warpgroups a
+// multiprocessor, 0.24 eligible warps a scheduler, stalls per issued instruction: long scoreboard
+// 2.69 (the per-thread copies and waits), wait 2.03, short scoreboard 1.41, barrier 0.50, the
+// tensor pipe not the limit. What FlashAttention-3 adds and this lacks: a producer warp feeding
+// the tiles by TMA with mbarriers (no block barriers or per-thread copy arithmetic in the math
+// warps), two math warpgroups a block (128 query rows a key tile), setmaxnreg.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"

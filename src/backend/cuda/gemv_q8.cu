@@ -735,7 +735,9 @@ __global__ void __launch_bounds__(32 * kPairWarps)
 // with one warp a pair compiles to 72 registers and ptxas spreads the 4x-unrolled loop's loads
 // between its products; at 4 blocks a multiprocessor (128 registers) it issues most of them
 // first (sass_report.py --dump LDG, 2026-12-06): fewer warps, more bytes in flight each.
-// TERN_CUDA_GEMV_GLU_REGS=128 takes that build for Q4_K (A/B runs; not yet timed).
+// The default for Q4_K since measured (2026-12-06, H100, Qwen3-8B Q4_K_M, `tern bench -p 512 -n
+// 128`, A B A B with llama-bench in the same call): decode 305.7 / 313.7 -> 312.5 / 315.9 tok/s,
+// GPU time 3,073 -> 3,033 us a step (+1.3%). TERN_CUDA_GEMV_GLU_REGS=0 takes ptxas's choice.
 template <TensorType T, int W, int kMinBlocks = 0>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out) {
@@ -1212,7 +1214,7 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
     };
     static const bool wide_registers = [] {
       const char* v = std::getenv("TERN_CUDA_GEMV_GLU_REGS");
-      return v != nullptr && std::strcmp(v, "128") == 0;
+      return v == nullptr || std::strcmp(v, "0") != 0;
     }();
     auto* kernel = gemv_pair_glu_kernel<TensorType::Q4_K, 4>;
     if (gate.type == TensorType::Q4_K && warps == 1 && wide_registers) {
