@@ -559,6 +559,55 @@ TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
   run_fused_decode_ops({T::BF16, T::BF16, T::BF16, T::BF16, T::BF16}, 4);
 }
 
+// The gate/up launch that also writes the 8-bit copy of its output for the down product
+// (set_glu_quantize; gemv_q8.cu's GluQuant): the down product's result equals the one a separate
+// quantize launch gives, over two layers in one step (the group counters are zero again after the
+// first), and the fusion happened exactly once a layer.
+TEST_F(CudaOps, FusedGluQuantizationEqualsAQuantizeLaunch) {
+  using T = TensorType;
+  const int64_t hidden = 512, ffn = 1024;
+  for (const auto& [gate_type, down_type] : {std::pair{T::Q4_K, T::Q4_K}, {T::Q4_K, T::Q6_K}}) {
+    const auto gate_w = testing::random_weights(gate_type, ffn, hidden, rng_);
+    const auto up_w = testing::random_weights(gate_type, ffn, hidden, rng_);
+    const auto down_w = testing::random_weights(down_type, hidden, ffn, rng_);
+    const auto x0 = random(hidden), nw = random(hidden, 0.3f);
+    auto run = [&](bool quantize_in_glu, uint64_t* fused) {
+      gpu_->set_fusion(true);
+      gpu_->set_glu_quantize(quantize_in_glu);
+      const uint64_t before = gpu_->fused_ops();
+      Tensor gate = gpu_tensor(gate_w.data(), gate_w.size(), gate_type, {hidden, ffn, 1, 1});
+      Tensor up = gpu_tensor(up_w.data(), up_w.size(), gate_type, {hidden, ffn, 1, 1});
+      Tensor down = gpu_tensor(down_w.data(), down_w.size(), down_type, {ffn, hidden, 1, 1});
+      Tensor x = gpu_f32(x0, {hidden, 1, 1, 1}), tnw = gpu_f32(nw, {hidden, 1, 1, 1});
+      const std::vector<float> nan_h(static_cast<size_t>(hidden), NAN),
+          nan_f(static_cast<size_t>(ffn), NAN);
+      Tensor h = gpu_f32(nan_h, {hidden, 1, 1, 1}), g = gpu_f32(nan_f, {ffn, 1, 1, 1}),
+             u = gpu_f32(nan_f, {ffn, 1, 1, 1});
+      for (int layer = 0; layer < 2; ++layer) {
+        gpu_->rms_norm(x, &tnw, 1e-6f, h);
+        EXPECT_TRUE(gpu_->matmul(gate, h, g).ok());
+        EXPECT_TRUE(gpu_->matmul(up, h, u).ok());
+        gpu_->silu_mul(g, u, g);
+        EXPECT_TRUE(gpu_->matmul(down, g, x).ok());  // the next layer's input
+      }
+      auto result = read(x);
+      EXPECT_TRUE(gpu_->synchronize().ok());
+      *fused = gpu_->fused_ops() - before;
+      gpu_->set_glu_quantize(false);
+      return result;
+    };
+    uint64_t fused_with = 0, fused_without = 0;
+    const auto with = run(true, &fused_with);
+    const auto without = run(false, &fused_without);
+    const Diff d = compare(with, without);
+    report(fmt::format("down product after the gate/up launch's quantization ({} / {})",
+                       tensor_type_name(gate_type), tensor_type_name(down_type)),
+           d);
+    EXPECT_EQ(d.max_abs, 0.0) << "the fused quantization wrote other bytes";
+    EXPECT_EQ(fused_with, fused_without + 2) << "one fusion a layer";
+  }
+}
+
 // One layer's decode ops (q, k, v; gate, up) for `tokens` rows with weights of `types`, fused
 // and unfused.
 void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,

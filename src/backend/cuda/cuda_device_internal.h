@@ -12,7 +12,7 @@
 namespace tern {
 
 struct CudaDevice::OpInfo {
-  enum Kind { kOther, kAdd, kNorm, kGemv, kFloatGemv, kNormRope } kind = kOther;
+  enum Kind { kOther, kAdd, kNorm, kGemv, kFloatGemv, kNormRope, kGlu } kind = kOther;
   const float* a = nullptr;
   const float* b = nullptr;
   float* out = nullptr;
@@ -30,6 +30,10 @@ struct CudaDevice::OpInfo {
   int64_t k = 0;
   bool quantize = false;
   int q8_group = 32;  // kNorm with xq, kGemv: the values an activation scale covers (q8_group)
+  // kGlu (the kGemv fields of its gate and up products, out = act(gate) * up): gelu, and where
+  // the launch also writes out's 8-bit copy (group 256) when set.
+  bool gelu = false;
+  void* out_xq = nullptr;
   // kNormRope: the per-head norm + rope of one tensor of heads (a layer's q), which the same
   // op on the next (its k) joins.
   cuda::NormRopeLaunch norm_rope;

@@ -211,18 +211,30 @@ bool CudaDevice::fuse_glu(const float* g, const float* up, float* out, int64_t n
   const auto& um = last->multi.mats[1];
   if (gm.y != g || um.y != up || gm.m != n || um.m != n) return false;
   q8_valid_ = false;
-  const OpInfo i = *last;
-  cudaStream_t s = stream_;
-  OpInfo done;  // nothing to fuse into a gated activation
-  fuse_into(
-      infos_.size() - 1, signature,
-      [i, s, gelu, out]() -> Result<void> {
-        if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));
-        TERN_CUDA_TRY(cuda::gemv_q8_glu(i.multi.mats[0], i.multi.mats[1], i.k, i.xq, gelu, out, s));
-        return {};
-      },
-      done);
+  OpInfo i = *last;
+  i.kind = OpInfo::kGlu;  // (only the down product's quantization fuses into it)
+  i.gelu = gelu;
+  i.out = out;
+  fuse_into(infos_.size() - 1, signature, glu_launch(i), i);
   return true;
+}
+
+CudaDevice::Launch CudaDevice::glu_launch(const OpInfo& i) {
+  cudaStream_t s = stream_;
+  cuda::GluQuant quant;
+  if (i.out_xq != nullptr) {
+    const cuda::Q8Activations a = cuda::q8_activations(i.out_xq, 1, i.multi.mats[0].m);
+    quant.qs = const_cast<int8_t*>(a.qs);
+    quant.d = const_cast<float*>(a.d);
+    quant.s = const_cast<float*>(a.s);
+    quant.counters = glu_counters_;
+  }
+  return [i, s, quant]() -> Result<void> {
+    if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));
+    TERN_CUDA_TRY(
+        cuda::gemv_q8_glu(i.multi.mats[0], i.multi.mats[1], i.k, i.xq, i.gelu, i.out, s, quant));
+    return {};
+  };
 }
 
 void CudaDevice::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {

@@ -40,6 +40,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/quantize_q8.cuh"
 
 namespace tern::cuda {
 namespace {
@@ -731,6 +732,31 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   }
 }
 
+// The gate/up pair kernel's output quantization (GluQuant, when quant.qs is set): each row's
+// writer counts its group of 256 rows done; the warp that counts the 256th reads the group back
+// from L2 and quantizes it as quantize_q8 would, then zeroes the count for the next launch.
+// Why: a quantize launch of its own a layer costs ~2.4 us of a graph's time (session h: 72
+// launches fewer a step took 173 us off). Not yet run on a GPU: TERN_CUDA_GLU_QUANT=1.
+__device__ __forceinline__ void quantize_finished_group(const GluQuant& quant, const float* out,
+                                                        int64_t row) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t group = row / 256;
+  uint32_t arrived = 0;
+  if (lane == 0) {
+    __threadfence();  // this lane wrote out[row]: visible before it is counted
+    arrived = atomicAdd(quant.counters + group, 1u);
+  }
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  if (arrived != 255) return;
+  __threadfence();  // all 256 rows counted, so written
+  const float* src = out + group * 256 + lane * 8;
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = __ldcg(src + i);  // from L2: other SMs wrote them
+  quantize_group256_warp(v, lane, quant.qs + group * 256, quant.d + group * 8, quant.s + group * 8);
+  if (lane == 0) quant.counters[group] = 0;
+}
+
 // Gate and up row r of one x: a pair. kMinBlocks (0: ptxas's choice) bounds the registers: Q4_K
 // with one warp a pair compiles to 72 registers and ptxas spreads the 4x-unrolled loop's loads
 // between its products; at 4 blocks a multiprocessor (128 registers) it issues most of them
@@ -740,7 +766,8 @@ __global__ void __launch_bounds__(32 * kPairWarps)
 // GPU time 3,073 -> 3,033 us a step (+1.3%). TERN_CUDA_GEMV_GLU_REGS=0 takes ptxas's choice.
 template <TensorType T, int W, int kMinBlocks = 0>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
-    gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out) {
+    gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
+                         GluQuant quant) {
   const int64_t want = pair_index<W>();
   const bool valid = want < gate.m;
   const int64_t row = valid ? want : 0;
@@ -763,6 +790,10 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
       act = g / (1.0f + expf(-g));
     }
     out[row] = act * u;
+  }
+  // (The writer's warp: the first of the pair's W.)
+  if (quant.qs != nullptr && valid && (threadIdx.x / 32) % W == 0) {
+    quantize_finished_group(quant, out, row);
   }
 }
 
@@ -1200,10 +1231,16 @@ int64_t gemv_q8_blocks(int64_t m) {
   return (m + kRowsPerBlock - 1) / kRowsPerBlock;
 }
 
+bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k) {
+  return pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k) && gate.m == up.m &&
+         gate.m > 0 && gate.m % 256 == 0 && gate.m / 256 <= kGluQuantGroups;
+}
+
 cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
-                        bool gelu, float* out, cudaStream_t stream) {
+                        bool gelu, float* out, cudaStream_t stream, const GluQuant& quant) {
   if (gate.m != up.m) return cudaErrorInvalidValue;
   if (gate.m == 0) return cudaSuccess;
+  if (quant.qs != nullptr && !gemv_q8_glu_quantizes(gate, up, k)) return cudaErrorInvalidValue;
   if (pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k)) {
     const int warps = pair_warps(gate.m, gate.type);
     const auto blocks =
@@ -1232,7 +1269,7 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
           pick(gemv_pair_glu_kernel<TensorType::Q8_0, 1>, gemv_pair_glu_kernel<TensorType::Q8_0, 2>,
                gemv_pair_glu_kernel<TensorType::Q8_0, 4>);
     }
-    (void)launch_pdl(kernel, blocks, 32 * kPairWarps, stream, gate, up, a, gelu, out);
+    (void)launch_pdl(kernel, blocks, 32 * kPairWarps, stream, gate, up, a, gelu, out, quant);
     return cudaGetLastError();
   }
   (void)launch_pdl(gemv_q8_glu_kernel, static_cast<unsigned>(gemv_q8_blocks(gate.m)),

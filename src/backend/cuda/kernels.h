@@ -102,9 +102,23 @@ struct GemvQ8Multi {
 size_t gemv_q8_row_bytes(TensorType type, int64_t k);
 int64_t gemv_q8_blocks(int64_t m);
 cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaStream_t stream);
+// Where the gate/up launch also writes the 8-bit copy (groups of 256, quantize_q8's bytes) of
+// its output for the product that reads it next (down), instead of a quantize launch: the last
+// warp to finish a group of 256 rows quantizes it. counters: kGluQuantGroups words, zero before
+// the launch and left zero. qs == nullptr: off.
+constexpr int64_t kGluQuantGroups = 1024;
+struct GluQuant {
+  int8_t* qs = nullptr;
+  float* d = nullptr;
+  float* s = nullptr;
+  uint32_t* counters = nullptr;
+};
+// Whether gemv_q8_glu takes a GluQuant for these matrices (the row-pair kernels, m a multiple of
+// 256 and at most kGluQuantGroups groups).
+bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k);
 // gate.y = gate . x, up.y = up . x, out = act(gate.y) * up.y (SiLU, or tanh-GELU when gelu).
 cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
-                        bool gelu, float* out, cudaStream_t stream);
+                        bool gelu, float* out, cudaStream_t stream, const GluQuant& quant = {});
 
 // norm.cu: each row of x [rows, cols] divided by its RMS, times weight [cols] when not null.
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols,

@@ -14,6 +14,7 @@
 // flight). The group-256 kernel runs in the tests (cuda_device_test) but is not timed apart.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quantize_q8.cuh"
 
 namespace tern::cuda {
 namespace {
@@ -58,32 +59,9 @@ __global__ void quantize_q8_group256_kernel(const float* x, int64_t groups, int8
   if (gi >= groups) return;
   const float* src = x + gi * 256 + lane * 8;  // scalar loads: x need not be 16-byte aligned
   float v[8];
-  float amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    v[i] = src[i];
-    amax = fmaxf(amax, fabsf(v[i]));
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax / 127.0f;
-  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;  // as in quantize_q8_kernel
-  uint32_t packed[2] = {0u, 0u};
-  int sum = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int q = __float2int_rn(v[i] * id);
-    sum += q;
-    packed[i / 4] |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * (i % 4));
-  }
-  *reinterpret_cast<uint2*>(qs + gi * 256 + lane * 8) = make_uint2(packed[0], packed[1]);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-  if (lane % 4 == 0) {
-    const int64_t b = gi * 8 + lane / 4;
-    d_out[b] = d;
-    s_out[b] = d * static_cast<float>(sum);
-  }
+  for (int i = 0; i < 8; ++i) v[i] = src[i];
+  quantize_group256_warp(v, lane, qs + gi * 256, d_out + gi * 8, s_out + gi * 8);
 }
 
 }  // namespace
