@@ -22,8 +22,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WATCH = ("HMMA", "IMMA", "IDP", "LDG", "LDGSTS", "LDSM", "LDS", "STS", "SHFL", "BAR", "MUFU",
-         "BRA", "I2F", "F2F")
+WATCH = ("HMMA", "HGMMA", "IMMA", "IDP", "LDG", "LDGSTS", "LDSM", "LDS", "STS", "SHFL", "BAR", "MUFU",
+         "BRA", "I2F", "F2F", "WARPGROUP.DEPBAR")
 
 
 def cuobjdump():
@@ -89,6 +89,14 @@ def main():
             sys.exit(f"cuobjdump failed: {dump.stderr}")
         sass = dump.stdout
     regs = {}
+    # ptxas's performance notes name their kernel: wgmma serialized (C7514), warpgroup.arrive
+    # injected (C7519), setmaxnreg ignored (C7508) and the like (a wgmma kernel whose products
+    # were serialized runs them one at a time: HOPPER.md).
+    notes = collections.defaultdict(list)
+    for line in ptxas.stderr.splitlines():
+        m = re.search(r"\((C\d+)\) (.*?) in (?:the )?function '(\S+)'", line)
+        if m:
+            notes[m.group(3)].append(f"{m.group(1)} {m.group(2).strip()}")
     name = None
     for line in ptxas.stderr.splitlines():
         m = re.search(r"Compiling entry function '(\S+)'", line)
@@ -129,10 +137,12 @@ def main():
               + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
         for start, end in loops:
             print(f"  loop {start:#x}-{end:#x}: {(end - start) // 16 + 1} instructions")
+        for note in sorted(set(notes.get(kernel, []))):
+            print(f"  ptxas: {note}")
         if args.dump:
             for address, text in code:
                 op = re.sub(r"^@!?U?P\w+\s+", "", text).split()[0]
-                if re.match(args.dump, op):
+                if re.search(args.dump, op):
                     print(f"    {address:#06x}  {text}")
 
 
