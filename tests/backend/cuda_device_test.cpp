@@ -560,7 +560,7 @@ TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
 }
 
 // The gate/up launch that also writes the 8-bit copy of its output for the down product
-// (set_glu_quantize; gemv_q8.cu's GluQuant): the down product's result equals the one a separate
+// (set_output_quantize; gemv_q8.cu's Q8Output): the down product's result equals the one a separate
 // quantize launch gives, over two layers in one step (the group counters are zero again after the
 // first), and the fusion happened exactly once a layer.
 TEST_F(CudaOps, FusedGluQuantizationEqualsAQuantizeLaunch) {
@@ -573,7 +573,7 @@ TEST_F(CudaOps, FusedGluQuantizationEqualsAQuantizeLaunch) {
     const auto x0 = random(hidden), nw = random(hidden, 0.3f);
     auto run = [&](bool quantize_in_glu, uint64_t* fused) {
       gpu_->set_fusion(true);
-      gpu_->set_glu_quantize(quantize_in_glu);
+      gpu_->set_output_quantize(quantize_in_glu);
       const uint64_t before = gpu_->fused_ops();
       Tensor gate = gpu_tensor(gate_w.data(), gate_w.size(), gate_type, {hidden, ffn, 1, 1});
       Tensor up = gpu_tensor(up_w.data(), up_w.size(), gate_type, {hidden, ffn, 1, 1});
@@ -593,7 +593,7 @@ TEST_F(CudaOps, FusedGluQuantizationEqualsAQuantizeLaunch) {
       auto result = read(x);
       EXPECT_TRUE(gpu_->synchronize().ok());
       *fused = gpu_->fused_ops() - before;
-      gpu_->set_glu_quantize(false);
+      gpu_->set_output_quantize(false);
       return result;
     };
     uint64_t fused_with = 0, fused_without = 0;
@@ -606,6 +606,71 @@ TEST_F(CudaOps, FusedGluQuantizationEqualsAQuantizeLaunch) {
     EXPECT_EQ(d.max_abs, 0.0) << "the fused quantization wrote other bytes";
     EXPECT_EQ(fused_with, fused_without + 2) << "one fusion a layer";
   }
+}
+
+// Decode attention whose combine step also writes the 8-bit copy of its output for the o
+// projection (set_output_quantize): the projection's result equals the one a separate quantize
+// launch gives, and the fusion happened once. One token over 3,000 cached keys (split contexts).
+TEST_F(CudaOps, FusedAttentionOutputQuantizationEqualsAQuantizeLaunch) {
+  const int64_t heads = 8, kv_heads = 2, head_dim = 128, hidden = 512, cached = 3000;
+  const int64_t block_size = 16, blocks = (cached + 1 + block_size - 1) / block_size;
+  const int64_t row = kv_heads * head_dim;
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng_);
+  const auto o_w = testing::random_weights(TensorType::Q4_K, hidden, heads * head_dim, rng_);
+  const auto keys = random(static_cast<size_t>((cached + 1) * row)),
+             values = random(static_cast<size_t>((cached + 1) * row)),
+             q0 = random(static_cast<size_t>(heads * head_dim));
+  const size_t cache_bytes = static_cast<size_t>(blocks * block_size * row * 2);
+  std::vector<uint8_t> zeros(cache_bytes, 0);
+  KvLayer cache;
+  cache.block_size = block_size;
+  cache.kv_heads = kv_heads;
+  cache.head_dim = head_dim;
+  cache.k = gpu_tensor(zeros.data(), cache_bytes, TensorType::F16,
+                       {head_dim, kv_heads, block_size, blocks});
+  cache.v = gpu_tensor(zeros.data(), cache_bytes, TensorType::F16, cache.k.ne);
+  std::vector<int32_t> slots;
+  for (int64_t p = 0; p <= cached; ++p) {
+    slots.push_back(static_cast<int32_t>(table[static_cast<size_t>(p / block_size)] * block_size +
+                                         p % block_size));
+  }
+  gpu_->store_kv(cache, gpu_f32(keys, {head_dim, kv_heads, cached + 1, 1}),
+                 gpu_f32(values, {head_dim, kv_heads, cached + 1, 1}), slots);
+  ASSERT_TRUE(gpu_->synchronize().ok());
+  AttentionSequence seq;
+  seq.first_token = 0;
+  seq.token_count = 1;
+  seq.first_position = cached;
+  seq.block_table = table;
+  AttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Tensor o_proj =
+      gpu_tensor(o_w.data(), o_w.size(), TensorType::Q4_K, {heads * head_dim, hidden, 1, 1});
+  auto run = [&](bool quantize_in_attention, uint64_t* fused) {
+    gpu_->set_fusion(true);
+    gpu_->set_output_quantize(quantize_in_attention);
+    const uint64_t before = gpu_->fused_ops();
+    Tensor q = gpu_f32(q0, {head_dim, heads, 1, 1});
+    Tensor attn = gpu_poisoned({head_dim, heads, 1, 1});
+    Tensor y = gpu_poisoned({hidden, 1, 1, 1});
+    gpu_->attention(q, cache, std::span<const AttentionSequence>(&seq, 1), params, attn);
+    Tensor flat = attn;
+    flat.ne = {heads * head_dim, 1, 1, 1};
+    EXPECT_TRUE(gpu_->matmul(o_proj, flat, y).ok());
+    auto result = read(y);
+    *fused = gpu_->fused_ops() - before;
+    gpu_->set_output_quantize(false);
+    return result;
+  };
+  uint64_t fused_with = 0, fused_without = 0;
+  const auto with = run(true, &fused_with);
+  const auto without = run(false, &fused_without);
+  const Diff d = compare(with, without);
+  report("o projection after attention's fused quantization", d);
+  EXPECT_EQ(d.max_abs, 0.0) << "the fused quantization wrote other bytes";
+  EXPECT_EQ(fused_with, fused_without + 1) << "one fusion";
 }
 
 // One layer's decode ops (q, k, v; gate, up) for `tokens` rows with weights of `types`, fused

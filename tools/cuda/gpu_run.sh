@@ -160,10 +160,10 @@ if [[ " $stages " == *" tests "* ]]; then
     echo "cuda_device_test Fused with TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=$regs rc=$?" >>"$summary"
     grep -E "Failure|FAILED" "$OUT/ops-glu-regs$regs.log" | head -10 >>"$summary"
   done
-  # The gate/up launch quantizing the down product's input (TERN_CUDA_GLU_QUANT=1, default off
+  # The gate/up launch quantizing the down product's input (TERN_CUDA_Q8_OUTPUT=1, default off
   # until measured): the forward passes with it (its own exact test is among the Fused cases).
-  TERN_CUDA_GLU_QUANT=1 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-glu-quant.log" 2>&1
-  echo "cuda_forward_test with TERN_CUDA_GLU_QUANT=1 rc=$?" >>"$summary"
+  TERN_CUDA_Q8_OUTPUT=1 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-glu-quant.log" 2>&1
+  echo "cuda_forward_test with TERN_CUDA_Q8_OUTPUT=1 rc=$?" >>"$summary"
   # The row pairs' warps picked from the shape (the default is four for every shape).
   TERN_CUDA_FPAIR_W=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Float*:*Fused*' \
     >"$OUT/ops-fpair-shape.log" 2>&1

@@ -33,6 +33,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/quantize_q8.cuh"
 
 namespace tern::cuda {
 namespace {
@@ -536,6 +537,30 @@ bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
   return launch_v4<C, false>(a, group, stream);
 }
 
+// With a.out_q8 set (one token): each head's block counts its group of 256 output values done
+// (256 / head_dim heads a group); the block that counts the last reads the group back from L2
+// and quantizes it as quantize_q8 would (one warp), then zeroes the count for the next launch.
+// Every thread fences its own writes before the barrier the count follows.
+__device__ __forceinline__ void quantize_finished_heads(const AttentionLaunch& a, int64_t qh) {
+  __shared__ uint32_t arrived;
+  const int64_t group = qh * a.head_dim / 256;
+  const auto heads_a_group = static_cast<uint32_t>(256 / a.head_dim);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) arrived = atomicAdd(a.out_q8.counters + group, 1u);
+  __syncthreads();
+  if (arrived != heads_a_group - 1 || threadIdx.x >= 32) return;
+  __threadfence();
+  const int lane = static_cast<int>(threadIdx.x);
+  const float* src = a.out + group * 256 + lane * 8;
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = __ldcg(src + i);  // other blocks wrote them
+  quantize_group256_warp(v, lane, a.out_q8.qs + group * 256, a.out_q8.d + group * 8,
+                         a.out_q8.s + group * 8);
+  if (lane == 0) a.out_q8.counters[group] = 0;
+}
+
 __global__ void combine_kernel(AttentionLaunch a) {
   pdl_launch_dependents();
   pdl_wait();
@@ -557,6 +582,7 @@ __global__ void combine_kernel(AttentionLaunch a) {
     }
     a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
   }
+  if (a.out_q8.qs != nullptr) quantize_finished_heads(a, qh);
 }
 
 // Query heads a v2 block holds (up to kMaxGroup; the rest of a group: more blocks).
@@ -649,8 +675,15 @@ bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
   return type_ok && head_dim % 8 == 0 && head_dim <= 256 && head_dim >= 8 && group >= 1;
 }
 
+bool attention_output_quantizes(const AttentionLaunch& a) {
+  const int64_t k = a.heads * a.head_dim;
+  return a.tokens == 1 && a.splits > 1 && a.head_dim > 0 && 256 % a.head_dim == 0 && k % 256 == 0 &&
+         k / 256 <= kQ8OutputGroups;
+}
+
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
+  if (a.out_q8.qs != nullptr && !attention_output_quantizes(a)) return cudaErrorInvalidValue;
   const int group = static_cast<int>(a.heads / a.kv_heads);
   bool launched = false;
   if (a.decode_kernel == DecodeAttentionKernel::kMma) {

@@ -147,13 +147,13 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   // 277 greedy). TERN_CUDA_SAMPLE=0 brings the drawn row back to be picked on the host.
   const char* sample = std::getenv("TERN_CUDA_SAMPLE");
   d->sample_kernel_ = sample == nullptr || std::strcmp(sample, "0") != 0;
-  auto counters = d->alloc_->allocate(cuda::kGluQuantGroups * sizeof(uint32_t));
+  auto counters = d->alloc_->allocate(cuda::kQ8OutputGroups * sizeof(uint32_t));
   if (!counters) return counters.error();
-  d->glu_counters_ = static_cast<uint32_t*>(*counters);
+  d->q8_counters_ = static_cast<uint32_t*>(*counters);
   TERN_CUDA_TRY(
-      cudaMemsetAsync(d->glu_counters_, 0, cuda::kGluQuantGroups * sizeof(uint32_t), stream));
-  const char* glu_quant = std::getenv("TERN_CUDA_GLU_QUANT");
-  d->glu_quantize_ = glu_quant != nullptr && std::strcmp(glu_quant, "1") == 0;
+      cudaMemsetAsync(d->q8_counters_, 0, cuda::kQ8OutputGroups * sizeof(uint32_t), stream));
+  const char* glu_quant = std::getenv("TERN_CUDA_Q8_OUTPUT");
+  d->output_quantize_ = glu_quant != nullptr && std::strcmp(glu_quant, "1") == 0;
   const char* mmq = std::getenv("TERN_CUDA_MMQ");
   d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
   const char* timing = std::getenv("TERN_CUDA_TIMING");
@@ -181,8 +181,8 @@ CudaDevice::~CudaDevice() {
   for (auto& s : staged_) alloc_->release(s.data, s.bytes);
   for (auto& f : frequencies_) alloc_->release(f.data, f.values.size() * sizeof(float));
   if (cublas_workspace_ != nullptr) alloc_->release(cublas_workspace_, kCublasWorkspace);
-  if (glu_counters_ != nullptr) {
-    alloc_->release(glu_counters_, cuda::kGluQuantGroups * sizeof(uint32_t));
+  if (q8_counters_ != nullptr) {
+    alloc_->release(q8_counters_, cuda::kQ8OutputGroups * sizeof(uint32_t));
   }
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   staging_.reset();
@@ -365,9 +365,9 @@ Result<void> CudaDevice::flush() {
   }
   std::vector<Launch> ops = std::move(queued_);
   std::vector<uint64_t> signature = std::move(signature_);
-  // A step boundary: with the 8-bit copies' two buffers in turn (set_glu_quantize), the next
+  // A step boundary: with the 8-bit copies' two buffers in turn (set_output_quantize), the next
   // step starts from the first again, so that equal steps take equal buffers (one graph).
-  if (glu_quantize_) {
+  if (output_quantize_) {
     q8_valid_ = false;
     q8_current_ = 0;
   }

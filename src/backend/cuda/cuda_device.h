@@ -34,6 +34,7 @@ namespace tern {
 namespace cuda {
 class CachingAllocator;
 class StagingRing;
+struct AttentionLaunch;
 }  // namespace cuda
 
 struct CudaDeviceInfo {
@@ -109,10 +110,10 @@ class CudaDevice final : public Device {
   void set_graphs(bool on);
   // Fusion of queued decode ops (needs graphs; default on, TERN_CUDA_FUSE=0 turns it off).
   void set_fusion(bool on) { fuse_ = on; }
-  // The gate/up launch writing the 8-bit copy of its output for the down product (no quantize
-  // launch of its own; kernels.h, GluQuant). Default: TERN_CUDA_GLU_QUANT=1 in the environment
-  // (off until measured).
-  void set_glu_quantize(bool on) { glu_quantize_ = on; }
+  // The gate/up launch writing the 8-bit copy of its output for the down product, and decode
+  // attention's for the o projection (no quantize launches of their own; kernels.h, Q8Output).
+  // Default: TERN_CUDA_Q8_OUTPUT=1 in the environment (off until measured).
+  void set_output_quantize(bool on) { output_quantize_ = on; }
   uint64_t fused_ops() const { return fused_ops_; }
   uint64_t graph_launches() const { return graph_launches_; }
   uint64_t graph_instantiations() const { return graph_instantiations_; }
@@ -155,6 +156,8 @@ class CudaDevice final : public Device {
   bool quantize_in_norm(const float* xd, void* xqd, int64_t rows, int64_t k, int group);
   Launch glu_launch(const OpInfo& info);
   bool quantize_in_glu(const float* xd, void* xqd, int64_t k, int group);
+  Launch attention_launch(const cuda::AttentionLaunch& a);
+  bool quantize_in_attention(const float* xd, void* xqd, int64_t k, int group);
   void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, int group,
                   float* yd);
   void float_token_gemv(const Tensor& w, const float* xd, float* yd);
@@ -236,8 +239,8 @@ class CudaDevice final : public Device {
   bool int8_gemv_ = true;
   bool int8_prefill_ = false;
   bool sample_kernel_ = true;
-  bool glu_quantize_ = false;
-  uint32_t* glu_counters_ = nullptr;  // cuda::kGluQuantGroups words, zero between launches
+  bool output_quantize_ = false;
+  uint32_t* q8_counters_ = nullptr;  // cuda::kQ8OutputGroups words, zero between launches
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.
   Temp q8_[2];  // taken in turn (quantized_activations)

@@ -189,7 +189,9 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
     partial = std::move(*t);
     a.partial = static_cast<float*>(partial.data);
   }
-  cudaStream_t s = stream_;
+  OpInfo info;
+  info.kind = OpInfo::kAttention;
+  info.attention = a;
   enqueue({16,
            u(a.q),
            u(a.out),
@@ -211,10 +213,36 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
            static_cast<uint64_t>(a.decode_kernel),
            u(a.partial),
            u(a.ancestors)},
-          [=]() -> Result<void> {
-            TERN_CUDA_TRY(cuda::attention(a, s));
-            return {};
-          });
+          attention_launch(a), info);
+}
+
+CudaDevice::Launch CudaDevice::attention_launch(const cuda::AttentionLaunch& a) {
+  cudaStream_t s = stream_;
+  return [a, s]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::attention(a, s));
+    return {};
+  };
+}
+
+// The 8-bit copy of x made by the decode attention launch that wrote x (the o projection's input;
+// group 256), when that launch is the last queued op and its combine step can take it.
+bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, int group) {
+  OpInfo* last = queued_info();
+  if (!output_quantize_ || q8_counters_ == nullptr || group != 256 || last == nullptr ||
+      last->kind != OpInfo::kAttention || last->attention.out != xd ||
+      last->attention.out_q8.qs != nullptr ||
+      last->attention.heads * last->attention.head_dim != k ||
+      !cuda::attention_output_quantizes(last->attention)) {
+    return false;
+  }
+  const cuda::Q8Activations q = cuda::q8_activations(xqd, 1, k);
+  cuda::AttentionLaunch& a = last->attention;
+  a.out_q8.qs = const_cast<int8_t*>(q.qs);
+  a.out_q8.d = const_cast<float*>(q.d);
+  a.out_q8.s = const_cast<float*>(q.s);
+  a.out_q8.counters = q8_counters_;
+  fuse_into(infos_.size() - 1, {36, u(xqd)}, attention_launch(a), *last);
+  return true;
 }
 
 }  // namespace tern

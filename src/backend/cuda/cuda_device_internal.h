@@ -12,7 +12,7 @@
 namespace tern {
 
 struct CudaDevice::OpInfo {
-  enum Kind { kOther, kAdd, kNorm, kGemv, kFloatGemv, kNormRope, kGlu } kind = kOther;
+  enum Kind { kOther, kAdd, kNorm, kGemv, kFloatGemv, kNormRope, kGlu, kAttention } kind = kOther;
   const float* a = nullptr;
   const float* b = nullptr;
   float* out = nullptr;
@@ -34,6 +34,8 @@ struct CudaDevice::OpInfo {
   // the launch also writes out's 8-bit copy (group 256) when set.
   bool gelu = false;
   void* out_xq = nullptr;
+  // kAttention: a decode attention launch (its output's 8-bit copy may fuse into it).
+  cuda::AttentionLaunch attention;
   // kNormRope: the per-head norm + rope of one tensor of heads (a layer's q), which the same
   // op on the next (its k) joins.
   cuda::NormRopeLaunch norm_rope;

@@ -127,13 +127,13 @@ bool CudaDevice::q8_cached(const Tensor& x, int group) const {
 
 // The 8-bit copy of x with one scale per `group` values (quantized by the caller's launch when
 // not cached).
-// With set_glu_quantize, two buffers taken in turn, so that an input's copy never lands where
+// With set_output_quantize, two buffers taken in turn, so that an input's copy never lands where
 // the copy of the input before it is (the gate/up launch that quantizes its output for the down
 // product reads the one and writes the other).
 Result<const void*> CudaDevice::quantized_activations(const Tensor& x, int group) {
   const int64_t n = x.rows(), k = x.ne[0];
   if (q8_cached(x, group)) return q8_[q8_current_].data;
-  if (glu_quantize_) q8_current_ ^= 1;
+  if (output_quantize_) q8_current_ ^= 1;
   Temp& q8 = q8_[q8_current_];
   const size_t bytes = cuda::q8_activation_bytes(n, k);
   if (q8.bytes < bytes) {
@@ -166,10 +166,10 @@ bool CudaDevice::quantize_in_norm(const float* xd, void* xqd, int64_t rows, int6
 }
 
 // The 8-bit copy of x made by the gate/up launch that wrote x (the down product's input; group
-// 256), when that launch is the last queued op and the device takes it (set_glu_quantize).
+// 256), when that launch is the last queued op and the device takes it (set_output_quantize).
 bool CudaDevice::quantize_in_glu(const float* xd, void* xqd, int64_t k, int group) {
   OpInfo* last = queued_info();
-  if (!glu_quantize_ || glu_counters_ == nullptr || group != 256 || last == nullptr ||
+  if (!output_quantize_ || q8_counters_ == nullptr || group != 256 || last == nullptr ||
       last->kind != OpInfo::kGlu || last->out != xd || last->out_xq != nullptr ||
       last->multi.mats[0].m != k ||
       !cuda::gemv_q8_glu_quantizes(last->multi.mats[0], last->multi.mats[1], last->k)) {
@@ -197,6 +197,7 @@ void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fr
   mat.y = yd;
   if (fresh && quantize_in_norm(xd, xqd, 1, k, group)) fresh = false;
   if (fresh && quantize_in_glu(xd, xqd, k, group)) fresh = false;
+  if (fresh && quantize_in_attention(xd, xqd, k, group)) fresh = false;
   const OpInfo* last = queued_info();
   if (!fresh && last->kind == OpInfo::kGemv && last->xq == xqd && last->k == k &&
       last->q8_group == group && last->multi.count < cuda::kMaxGemvMulti) {

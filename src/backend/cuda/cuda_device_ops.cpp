@@ -221,13 +221,13 @@ bool CudaDevice::fuse_glu(const float* g, const float* up, float* out, int64_t n
 
 CudaDevice::Launch CudaDevice::glu_launch(const OpInfo& i) {
   cudaStream_t s = stream_;
-  cuda::GluQuant quant;
+  cuda::Q8Output quant;
   if (i.out_xq != nullptr) {
     const cuda::Q8Activations a = cuda::q8_activations(i.out_xq, 1, i.multi.mats[0].m);
     quant.qs = const_cast<int8_t*>(a.qs);
     quant.d = const_cast<float*>(a.d);
     quant.s = const_cast<float*>(a.s);
-    quant.counters = glu_counters_;
+    quant.counters = q8_counters_;
   }
   return [i, s, quant]() -> Result<void> {
     if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));

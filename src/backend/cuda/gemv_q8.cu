@@ -732,12 +732,12 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   }
 }
 
-// The gate/up pair kernel's output quantization (GluQuant, when quant.qs is set): each row's
+// The gate/up pair kernel's output quantization (Q8Output, when quant.qs is set): each row's
 // writer counts its group of 256 rows done; the warp that counts the 256th reads the group back
 // from L2 and quantizes it as quantize_q8 would, then zeroes the count for the next launch.
 // Why: a quantize launch of its own a layer costs ~2.4 us of a graph's time (session h: 72
-// launches fewer a step took 173 us off). Not yet run on a GPU: TERN_CUDA_GLU_QUANT=1.
-__device__ __forceinline__ void quantize_finished_group(const GluQuant& quant, const float* out,
+// launches fewer a step took 173 us off). Not yet run on a GPU: TERN_CUDA_Q8_OUTPUT=1.
+__device__ __forceinline__ void quantize_finished_group(const Q8Output& quant, const float* out,
                                                         int64_t row) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t group = row / 256;
@@ -767,7 +767,7 @@ __device__ __forceinline__ void quantize_finished_group(const GluQuant& quant, c
 template <TensorType T, int W, int kMinBlocks = 0>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
-                         GluQuant quant) {
+                         Q8Output quant) {
   const int64_t want = pair_index<W>();
   const bool valid = want < gate.m;
   const int64_t row = valid ? want : 0;
@@ -1233,11 +1233,11 @@ int64_t gemv_q8_blocks(int64_t m) {
 
 bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k) {
   return pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k) && gate.m == up.m &&
-         gate.m > 0 && gate.m % 256 == 0 && gate.m / 256 <= kGluQuantGroups;
+         gate.m > 0 && gate.m % 256 == 0 && gate.m / 256 <= kQ8OutputGroups;
 }
 
 cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
-                        bool gelu, float* out, cudaStream_t stream, const GluQuant& quant) {
+                        bool gelu, float* out, cudaStream_t stream, const Q8Output& quant) {
   if (gate.m != up.m) return cudaErrorInvalidValue;
   if (gate.m == 0) return cudaSuccess;
   if (quant.qs != nullptr && !gemv_q8_glu_quantizes(gate, up, k)) return cudaErrorInvalidValue;

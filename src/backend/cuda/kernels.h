@@ -102,23 +102,24 @@ struct GemvQ8Multi {
 size_t gemv_q8_row_bytes(TensorType type, int64_t k);
 int64_t gemv_q8_blocks(int64_t m);
 cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaStream_t stream);
-// Where the gate/up launch also writes the 8-bit copy (groups of 256, quantize_q8's bytes) of
-// its output for the product that reads it next (down), instead of a quantize launch: the last
-// warp to finish a group of 256 rows quantizes it. counters: kGluQuantGroups words, zero before
-// the launch and left zero. qs == nullptr: off.
-constexpr int64_t kGluQuantGroups = 1024;
-struct GluQuant {
+// Where a launch also writes the 8-bit copy (groups of 256, quantize_q8's bytes) of its one-token
+// output for the product that reads it next, instead of a quantize launch: the gate/up product
+// for down (gemv_q8_glu) and decode attention's combine step for the o projection (attention).
+// The last writer to finish a group of 256 values quantizes it. counters: kQ8OutputGroups words,
+// zero before the launch and left zero. qs == nullptr: off.
+constexpr int64_t kQ8OutputGroups = 1024;
+struct Q8Output {
   int8_t* qs = nullptr;
   float* d = nullptr;
   float* s = nullptr;
   uint32_t* counters = nullptr;
 };
-// Whether gemv_q8_glu takes a GluQuant for these matrices (the row-pair kernels, m a multiple of
-// 256 and at most kGluQuantGroups groups).
+// Whether gemv_q8_glu takes a Q8Output for these matrices (the row-pair kernels, m a multiple of
+// 256 and at most kQ8OutputGroups groups).
 bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k);
 // gate.y = gate . x, up.y = up . x, out = act(gate.y) * up.y (SiLU, or tanh-GELU when gelu).
 cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
-                        bool gelu, float* out, cudaStream_t stream, const GluQuant& quant = {});
+                        bool gelu, float* out, cudaStream_t stream, const Q8Output& quant = {});
 
 // norm.cu: each row of x [rows, cols] divided by its RMS, times weight [cols] when not null.
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols,
@@ -224,6 +225,8 @@ struct AttentionLaunch {
   const uint32_t* ancestors = nullptr;
   // The decode kernel attention() runs (decode_attention_kernel picks it).
   DecodeAttentionKernel decode_kernel = DecodeAttentionKernel::kV2;
+  // One token, splits > 1: combine_kernel writes out's 8-bit copy too (attention_output_quantizes).
+  Q8Output out_q8;
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // The one for this cache, GQA group (query heads a KV head) and the most keys a token of the
@@ -243,6 +246,9 @@ int64_t attention_heads_per_block(DecodeAttentionKernel kernel, int64_t head_dim
 int64_t attention_blocks_per_sm(DecodeAttentionKernel kernel, int64_t head_dim);
 // Runs a.decode_kernel (prefill_attention below is the many-token kernel).
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
+// Whether attention() takes a.out_q8: one token, split contexts (the combine step writes the
+// output), heads dividing the groups of 256 and k = heads x head_dim a multiple of 256.
+bool attention_output_quantizes(const AttentionLaunch& a);
 // attention_decode_mma.cu: the decode kernel on the tensor cores (F16 caches, heads of 64, 128 or
 // 256; token trees too), which attention() takes for long contexts; launches the split
 // kernel only (attention() merges the splits).
