@@ -566,7 +566,9 @@ TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
 TEST_F(CudaOps, FusedGluQuantizationEqualsAQuantizeLaunch) {
   using T = TensorType;
   const int64_t hidden = 512, ffn = 1024;
-  for (const auto& [gate_type, down_type] : {std::pair{T::Q4_K, T::Q4_K}, {T::Q4_K, T::Q6_K}}) {
+  // (Q8_0: groups of 32; the K-quants: of 256.)
+  for (const auto& [gate_type, down_type] :
+       {std::pair{T::Q4_K, T::Q4_K}, {T::Q4_K, T::Q6_K}, {T::Q8_0, T::Q8_0}}) {
     const auto gate_w = testing::random_weights(gate_type, ffn, hidden, rng_);
     const auto up_w = testing::random_weights(gate_type, ffn, hidden, rng_);
     const auto down_w = testing::random_weights(down_type, hidden, ffn, rng_);
@@ -618,59 +620,62 @@ TEST_F(CudaOps, FusedAttentionOutputQuantizationEqualsAQuantizeLaunch) {
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng_);
-  const auto o_w = testing::random_weights(TensorType::Q4_K, hidden, heads * head_dim, rng_);
-  const auto keys = random(static_cast<size_t>((cached + 1) * row)),
-             values = random(static_cast<size_t>((cached + 1) * row)),
-             q0 = random(static_cast<size_t>(heads * head_dim));
-  const size_t cache_bytes = static_cast<size_t>(blocks * block_size * row * 2);
-  std::vector<uint8_t> zeros(cache_bytes, 0);
-  KvLayer cache;
-  cache.block_size = block_size;
-  cache.kv_heads = kv_heads;
-  cache.head_dim = head_dim;
-  cache.k = gpu_tensor(zeros.data(), cache_bytes, TensorType::F16,
-                       {head_dim, kv_heads, block_size, blocks});
-  cache.v = gpu_tensor(zeros.data(), cache_bytes, TensorType::F16, cache.k.ne);
-  std::vector<int32_t> slots;
-  for (int64_t p = 0; p <= cached; ++p) {
-    slots.push_back(static_cast<int32_t>(table[static_cast<size_t>(p / block_size)] * block_size +
-                                         p % block_size));
+  for (const TensorType o_type : {TensorType::Q4_K, TensorType::Q8_0}) {  // groups of 256, 32
+    const auto o_w = testing::random_weights(o_type, hidden, heads * head_dim, rng_);
+    const auto keys = random(static_cast<size_t>((cached + 1) * row)),
+               values = random(static_cast<size_t>((cached + 1) * row)),
+               q0 = random(static_cast<size_t>(heads * head_dim));
+    const size_t cache_bytes = static_cast<size_t>(blocks * block_size * row * 2);
+    std::vector<uint8_t> zeros(cache_bytes, 0);
+    KvLayer cache;
+    cache.block_size = block_size;
+    cache.kv_heads = kv_heads;
+    cache.head_dim = head_dim;
+    cache.k = gpu_tensor(zeros.data(), cache_bytes, TensorType::F16,
+                         {head_dim, kv_heads, block_size, blocks});
+    cache.v = gpu_tensor(zeros.data(), cache_bytes, TensorType::F16, cache.k.ne);
+    std::vector<int32_t> slots;
+    for (int64_t p = 0; p <= cached; ++p) {
+      slots.push_back(static_cast<int32_t>(table[static_cast<size_t>(p / block_size)] * block_size +
+                                           p % block_size));
+    }
+    gpu_->store_kv(cache, gpu_f32(keys, {head_dim, kv_heads, cached + 1, 1}),
+                   gpu_f32(values, {head_dim, kv_heads, cached + 1, 1}), slots);
+    ASSERT_TRUE(gpu_->synchronize().ok());
+    AttentionSequence seq;
+    seq.first_token = 0;
+    seq.token_count = 1;
+    seq.first_position = cached;
+    seq.block_table = table;
+    AttentionParams params;
+    params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    Tensor o_proj = gpu_tensor(o_w.data(), o_w.size(), o_type, {heads * head_dim, hidden, 1, 1});
+    auto run = [&](bool quantize_in_attention, uint64_t* fused) {
+      gpu_->set_fusion(true);
+      gpu_->set_output_quantize(quantize_in_attention);
+      const uint64_t before = gpu_->fused_ops();
+      Tensor q = gpu_f32(q0, {head_dim, heads, 1, 1});
+      Tensor attn = gpu_poisoned({head_dim, heads, 1, 1});
+      Tensor y = gpu_poisoned({hidden, 1, 1, 1});
+      gpu_->attention(q, cache, std::span<const AttentionSequence>(&seq, 1), params, attn);
+      Tensor flat = attn;
+      flat.ne = {heads * head_dim, 1, 1, 1};
+      EXPECT_TRUE(gpu_->matmul(o_proj, flat, y).ok());
+      auto result = read(y);
+      *fused = gpu_->fused_ops() - before;
+      gpu_->set_output_quantize(false);
+      return result;
+    };
+    uint64_t fused_with = 0, fused_without = 0;
+    const auto with = run(true, &fused_with);
+    const auto without = run(false, &fused_without);
+    const Diff d = compare(with, without);
+    report(fmt::format("o projection after attention's fused quantization ({})",
+                       tensor_type_name(o_type)),
+           d);
+    EXPECT_EQ(d.max_abs, 0.0) << "the fused quantization wrote other bytes";
+    EXPECT_EQ(fused_with, fused_without + 1) << "one fusion";
   }
-  gpu_->store_kv(cache, gpu_f32(keys, {head_dim, kv_heads, cached + 1, 1}),
-                 gpu_f32(values, {head_dim, kv_heads, cached + 1, 1}), slots);
-  ASSERT_TRUE(gpu_->synchronize().ok());
-  AttentionSequence seq;
-  seq.first_token = 0;
-  seq.token_count = 1;
-  seq.first_position = cached;
-  seq.block_table = table;
-  AttentionParams params;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  Tensor o_proj =
-      gpu_tensor(o_w.data(), o_w.size(), TensorType::Q4_K, {heads * head_dim, hidden, 1, 1});
-  auto run = [&](bool quantize_in_attention, uint64_t* fused) {
-    gpu_->set_fusion(true);
-    gpu_->set_output_quantize(quantize_in_attention);
-    const uint64_t before = gpu_->fused_ops();
-    Tensor q = gpu_f32(q0, {head_dim, heads, 1, 1});
-    Tensor attn = gpu_poisoned({head_dim, heads, 1, 1});
-    Tensor y = gpu_poisoned({hidden, 1, 1, 1});
-    gpu_->attention(q, cache, std::span<const AttentionSequence>(&seq, 1), params, attn);
-    Tensor flat = attn;
-    flat.ne = {heads * head_dim, 1, 1, 1};
-    EXPECT_TRUE(gpu_->matmul(o_proj, flat, y).ok());
-    auto result = read(y);
-    *fused = gpu_->fused_ops() - before;
-    gpu_->set_output_quantize(false);
-    return result;
-  };
-  uint64_t fused_with = 0, fused_without = 0;
-  const auto with = run(true, &fused_with);
-  const auto without = run(false, &fused_without);
-  const Diff d = compare(with, without);
-  report("o projection after attention's fused quantization", d);
-  EXPECT_EQ(d.max_abs, 0.0) << "the fused quantization wrote other bytes";
-  EXPECT_EQ(fused_with, fused_without + 1) << "one fusion";
 }
 
 // One layer's decode ops (q, k, v; gate, up) for `tokens` rows with weights of `types`, fused

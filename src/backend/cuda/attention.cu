@@ -580,9 +580,16 @@ __global__ void combine_kernel(AttentionLaunch a) {
         o += p[d] * f;
       }
     }
-    a.out[qh * hd + d] = total > 0.0f ? o / total : 0.0f;
+    const float value = total > 0.0f ? o / total : 0.0f;
+    a.out[qh * hd + d] = value;
+    if (a.out_q8.qs != nullptr && a.out_q8.group == 32) {
+      // Groups of 32: this warp's values are one (head_dim a multiple of 32).
+      const int64_t first = qh * hd + d - static_cast<int64_t>(threadIdx.x % 32);
+      quantize_group32_warp(value, static_cast<int>(threadIdx.x % 32), a.out_q8.qs + first,
+                            a.out_q8.d + first / 32, a.out_q8.s + first / 32);
+    }
   }
-  if (a.out_q8.qs != nullptr) quantize_finished_heads(a, qh);
+  if (a.out_q8.qs != nullptr && a.out_q8.group == 256) quantize_finished_heads(a, qh);
 }
 
 // Query heads a v2 block holds (up to kMaxGroup; the rest of a group: more blocks).
@@ -675,15 +682,18 @@ bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group) {
   return type_ok && head_dim % 8 == 0 && head_dim <= 256 && head_dim >= 8 && group >= 1;
 }
 
-bool attention_output_quantizes(const AttentionLaunch& a) {
+bool attention_output_quantizes(const AttentionLaunch& a, int group) {
   const int64_t k = a.heads * a.head_dim;
-  return a.tokens == 1 && a.splits > 1 && a.head_dim > 0 && 256 % a.head_dim == 0 && k % 256 == 0 &&
-         k / 256 <= kQ8OutputGroups;
+  if (a.tokens != 1 || a.splits <= 1 || a.head_dim <= 0) return false;
+  if (group == 32) return a.head_dim % 32 == 0;
+  return group == 256 && 256 % a.head_dim == 0 && k % 256 == 0 && k / 256 <= kQ8OutputGroups;
 }
 
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
-  if (a.out_q8.qs != nullptr && !attention_output_quantizes(a)) return cudaErrorInvalidValue;
+  if (a.out_q8.qs != nullptr && !attention_output_quantizes(a, a.out_q8.group)) {
+    return cudaErrorInvalidValue;
+  }
   const int group = static_cast<int>(a.heads / a.kv_heads);
   bool launched = false;
   if (a.decode_kernel == DecodeAttentionKernel::kMma) {

@@ -224,15 +224,15 @@ CudaDevice::Launch CudaDevice::attention_launch(const cuda::AttentionLaunch& a) 
   };
 }
 
-// The 8-bit copy of x made by the decode attention launch that wrote x (the o projection's input;
-// group 256), when that launch is the last queued op and its combine step can take it.
+// The 8-bit copy of x made by the decode attention launch that wrote x (the o projection's
+// input), when that launch is the last queued op and its combine step can take it.
 bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, int group) {
   OpInfo* last = queued_info();
-  if (!output_quantize_ || q8_counters_ == nullptr || group != 256 || last == nullptr ||
+  if (!output_quantize_ || q8_counters_ == nullptr || last == nullptr ||
       last->kind != OpInfo::kAttention || last->attention.out != xd ||
       last->attention.out_q8.qs != nullptr ||
       last->attention.heads * last->attention.head_dim != k ||
-      !cuda::attention_output_quantizes(last->attention)) {
+      !cuda::attention_output_quantizes(last->attention, group)) {
     return false;
   }
   const cuda::Q8Activations q = cuda::q8_activations(xqd, 1, k);
@@ -241,7 +241,9 @@ bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, in
   a.out_q8.d = const_cast<float*>(q.d);
   a.out_q8.s = const_cast<float*>(q.s);
   a.out_q8.counters = q8_counters_;
-  fuse_into(infos_.size() - 1, {36, u(xqd)}, attention_launch(a), *last);
+  a.out_q8.group = group;
+  fuse_into(infos_.size() - 1, {36, u(xqd), static_cast<uint64_t>(group)}, attention_launch(a),
+            *last);
   return true;
 }
 

@@ -31,9 +31,10 @@ struct CudaDevice::OpInfo {
   bool quantize = false;
   int q8_group = 32;  // kNorm with xq, kGemv: the values an activation scale covers (q8_group)
   // kGlu (the kGemv fields of its gate and up products, out = act(gate) * up): gelu, and where
-  // the launch also writes out's 8-bit copy (group 256) when set.
+  // the launch also writes out's 8-bit copy (scales a group of out_q8_group values) when set.
   bool gelu = false;
   void* out_xq = nullptr;
+  int out_q8_group = 256;
   // kAttention: a decode attention launch (its output's 8-bit copy may fuse into it).
   cuda::AttentionLaunch attention;
   // kNormRope: the per-head norm + rope of one tensor of heads (a layer's q), which the same

@@ -165,18 +165,20 @@ bool CudaDevice::quantize_in_norm(const float* xd, void* xqd, int64_t rows, int6
   return true;
 }
 
-// The 8-bit copy of x made by the gate/up launch that wrote x (the down product's input; group
-// 256), when that launch is the last queued op and the device takes it (set_output_quantize).
+// The 8-bit copy of x made by the gate/up launch that wrote x (the down product's input), when
+// that launch is the last queued op and the device takes it (set_output_quantize).
 bool CudaDevice::quantize_in_glu(const float* xd, void* xqd, int64_t k, int group) {
   OpInfo* last = queued_info();
-  if (!output_quantize_ || q8_counters_ == nullptr || group != 256 || last == nullptr ||
+  if (!output_quantize_ || q8_counters_ == nullptr || last == nullptr ||
       last->kind != OpInfo::kGlu || last->out != xd || last->out_xq != nullptr ||
       last->multi.mats[0].m != k ||
-      !cuda::gemv_q8_glu_quantizes(last->multi.mats[0], last->multi.mats[1], last->k)) {
+      !cuda::gemv_q8_glu_quantizes(last->multi.mats[0], last->multi.mats[1], last->k, group)) {
     return false;
   }
   last->out_xq = xqd;
-  fuse_into(infos_.size() - 1, {35, u(xqd)}, glu_launch(*last), *last);
+  last->out_q8_group = group;
+  fuse_into(infos_.size() - 1, {35, u(xqd), static_cast<uint64_t>(group)}, glu_launch(*last),
+            *last);
   return true;
 }
 

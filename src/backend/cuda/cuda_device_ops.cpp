@@ -228,6 +228,7 @@ CudaDevice::Launch CudaDevice::glu_launch(const OpInfo& i) {
     quant.d = const_cast<float*>(a.d);
     quant.s = const_cast<float*>(a.s);
     quant.counters = q8_counters_;
+    quant.group = i.out_q8_group;
   }
   return [i, s, quant]() -> Result<void> {
     if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));

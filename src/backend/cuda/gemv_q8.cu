@@ -740,20 +740,26 @@ __global__ void __launch_bounds__(32 * kPairWarps)
 __device__ __forceinline__ void quantize_finished_group(const Q8Output& quant, const float* out,
                                                         int64_t row) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t group = row / 256;
+  const int64_t group = row / quant.group;
   uint32_t arrived = 0;
   if (lane == 0) {
     __threadfence();  // this lane wrote out[row]: visible before it is counted
     arrived = atomicAdd(quant.counters + group, 1u);
   }
   arrived = __shfl_sync(0xffffffffu, arrived, 0);
-  if (arrived != 255) return;
-  __threadfence();  // all 256 rows counted, so written
-  const float* src = out + group * 256 + lane * 8;
-  float v[8];
+  if (arrived != static_cast<uint32_t>(quant.group - 1)) return;
+  __threadfence();  // all the group's rows counted, so written
+  if (quant.group == 32) {
+    const float v = __ldcg(out + group * 32 + lane);  // from L2: other SMs wrote them
+    quantize_group32_warp(v, lane, quant.qs + group * 32, quant.d + group, quant.s + group);
+  } else {
+    const float* src = out + group * 256 + lane * 8;
+    float v[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = __ldcg(src + i);  // from L2: other SMs wrote them
-  quantize_group256_warp(v, lane, quant.qs + group * 256, quant.d + group * 8, quant.s + group * 8);
+    for (int i = 0; i < 8; ++i) v[i] = __ldcg(src + i);
+    quantize_group256_warp(v, lane, quant.qs + group * 256, quant.d + group * 8,
+                           quant.s + group * 8);
+  }
   if (lane == 0) quant.counters[group] = 0;
 }
 
@@ -1231,16 +1237,19 @@ int64_t gemv_q8_blocks(int64_t m) {
   return (m + kRowsPerBlock - 1) / kRowsPerBlock;
 }
 
-bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k) {
-  return pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k) && gate.m == up.m &&
-         gate.m > 0 && gate.m % 256 == 0 && gate.m / 256 <= kQ8OutputGroups;
+bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, int group) {
+  return (group == 32 || group == 256) && pair_mode() != 0 && gate.type == up.type &&
+         pair_type(gate.type, k) && gate.m == up.m && gate.m > 0 && gate.m % group == 0 &&
+         gate.m / group <= kQ8OutputGroups;
 }
 
 cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
                         bool gelu, float* out, cudaStream_t stream, const Q8Output& quant) {
   if (gate.m != up.m) return cudaErrorInvalidValue;
   if (gate.m == 0) return cudaSuccess;
-  if (quant.qs != nullptr && !gemv_q8_glu_quantizes(gate, up, k)) return cudaErrorInvalidValue;
+  if (quant.qs != nullptr && !gemv_q8_glu_quantizes(gate, up, k, quant.group)) {
+    return cudaErrorInvalidValue;
+  }
   if (pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k)) {
     const int warps = pair_warps(gate.m, gate.type);
     const auto blocks =

@@ -102,21 +102,22 @@ struct GemvQ8Multi {
 size_t gemv_q8_row_bytes(TensorType type, int64_t k);
 int64_t gemv_q8_blocks(int64_t m);
 cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaStream_t stream);
-// Where a launch also writes the 8-bit copy (groups of 256, quantize_q8's bytes) of its one-token
-// output for the product that reads it next, instead of a quantize launch: the gate/up product
-// for down (gemv_q8_glu) and decode attention's combine step for the o projection (attention).
-// The last writer to finish a group of 256 values quantizes it. counters: kQ8OutputGroups words,
+// Where a launch also writes the 8-bit copy (quantize_q8's bytes, groups of 32 or 256) of its
+// one-token output for the product that reads it next, instead of a quantize launch: the gate/up
+// product for down (gemv_q8_glu) and decode attention's combine step for the o projection
+// (attention). The last writer to finish a group quantizes it. counters: kQ8OutputGroups words,
 // zero before the launch and left zero. qs == nullptr: off.
-constexpr int64_t kQ8OutputGroups = 1024;
+constexpr int64_t kQ8OutputGroups = 4096;
 struct Q8Output {
   int8_t* qs = nullptr;
   float* d = nullptr;
   float* s = nullptr;
   uint32_t* counters = nullptr;
+  int group = 256;  // values a scale covers (q8_group): 32 or 256
 };
-// Whether gemv_q8_glu takes a Q8Output for these matrices (the row-pair kernels, m a multiple of
-// 256 and at most kQ8OutputGroups groups).
-bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k);
+// Whether gemv_q8_glu takes a Q8Output of `group` for these matrices (the row-pair kernels, m a
+// multiple of the group and at most kQ8OutputGroups groups).
+bool gemv_q8_glu_quantizes(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, int group);
 // gate.y = gate . x, up.y = up . x, out = act(gate.y) * up.y (SiLU, or tanh-GELU when gelu).
 cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_t k, const void* xq,
                         bool gelu, float* out, cudaStream_t stream, const Q8Output& quant = {});
@@ -246,9 +247,10 @@ int64_t attention_heads_per_block(DecodeAttentionKernel kernel, int64_t head_dim
 int64_t attention_blocks_per_sm(DecodeAttentionKernel kernel, int64_t head_dim);
 // Runs a.decode_kernel (prefill_attention below is the many-token kernel).
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
-// Whether attention() takes a.out_q8: one token, split contexts (the combine step writes the
-// output), heads dividing the groups of 256 and k = heads x head_dim a multiple of 256.
-bool attention_output_quantizes(const AttentionLaunch& a);
+// Whether attention() takes an out_q8 of `group`: one token, split contexts (the combine step
+// writes the output); group 32: head_dim a multiple of 32 (each warp quantizes what it wrote);
+// group 256: heads dividing it and k = heads x head_dim a multiple of it.
+bool attention_output_quantizes(const AttentionLaunch& a, int group);
 // attention_decode_mma.cu: the decode kernel on the tensor cores (F16 caches, heads of 64, 128 or
 // 256; token trees too), which attention() takes for long contexts; launches the split
 // kernel only (attention() merges the splits).

@@ -27,24 +27,7 @@ __global__ void quantize_q8_kernel(const float* x, int64_t blocks, int8_t* qs, f
   const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (b >= blocks) return;
-  const float v = x[b * 32 + lane];
-  float amax = fabsf(v);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax / 127.0f;
-  // The CPU backend's arithmetic (acts_avx2.cpp, acts_avx512.cpp, quantize.cpp): x * (127 / amax)
-  // rounded half to even, so both backends make the same 8-bit activations (1 / d differs from
-  // 127 / amax in the last bit, and roundf rounds halves away).
-  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;
-  const int q = __float2int_rn(v * id);
-  qs[b * 32 + lane] = static_cast<int8_t>(q);
-  int sum = q;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (lane == 0) {
-    d_out[b] = d;
-    s_out[b] = d * static_cast<float>(sum);
-  }
+  quantize_group32_warp(x[b * 32 + lane], lane, qs + b * 32, d_out + b, s_out + b);
 }
 
 // One warp per 256 values: lane l holds values 8 l .. 8 l + 7, so block j (of 32) is lanes

@@ -6,6 +6,29 @@
 
 namespace tern::cuda {
 
+// One warp quantizes 32 values (a block of activations) with one scale: lane l holds value l.
+// Writes qs[0..31], d[0] and s[0] (the scale, and the scale x sum of the 8-bit values). The CPU
+// backend's arithmetic (acts_avx2.cpp, acts_avx512.cpp, quantize.cpp): x * (127 / amax) rounded
+// half to even, so both backends make the same 8-bit activations (1 / d differs from 127 / amax
+// in the last bit, and roundf rounds halves away).
+__device__ __forceinline__ void quantize_group32_warp(float v, int lane, int8_t* qs, float* d_out,
+                                                      float* s_out) {
+  float amax = fabsf(v);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax / 127.0f;
+  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;
+  const int q = __float2int_rn(v * id);
+  qs[lane] = static_cast<int8_t>(q);
+  int sum = q;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    d_out[0] = d;
+    s_out[0] = d * static_cast<float>(sum);
+  }
+}
+
 // One warp quantizes 256 values (a K-quant super-block of activations) with one scale: lane l
 // holds values 8 l .. 8 l + 7 in v, so block j of 32 is lanes 4 j .. 4 j + 3. Writes qs[0..255],
 // and d[0..7], s[0..7] (the scale and scale x sum of each block of 32: the same d for all 8).
