@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_prefill_rows.cuh"
 #include "backend/cuda/f16_fragments.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/wgmma.cuh"
@@ -43,7 +44,6 @@ namespace tern::cuda {
 namespace {
 
 constexpr int kThreads = 128;  // one warpgroup
-constexpr int kQueryTile = 64;
 constexpr int kKeyTile = 64;
 constexpr int kKeyGroups = kKeyTile / 8;
 constexpr int kStages = 3;
@@ -65,66 +65,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(128) unsigned char wgmma_shared[];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane >> 2, t = lane & 3;
-  const int32_t* seq = a.sequences + 4 * tiles[2 * blockIdx.x];
-  const int64_t seq_first = seq[0], seq_tokens = seq[1], pos0 = seq[2];
-  const int32_t* table = a.tables + seq[3];
-  const int64_t tile_first = tiles[2 * blockIdx.x + 1];
-  const int64_t head = blockIdx.y;
-  const int64_t kvh = head / (a.heads / a.kv_heads);
-  const int64_t seq_end = seq_first + seq_tokens;
-
-  // This lane's two query rows (g and g + 8 of its warp's 16) and their positions.
-  int64_t token[2];
-  bool row_valid[2];
-  int32_t qpos32[2], key_first32[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    token[h] = tile_first + warp * 16 + g + 8 * h;
-    row_valid[h] = token[h] < seq_end;
-    const int64_t qpos = pos0 + (token[h] - seq_first);
-    const int64_t key_first =
-        a.window > 0 ? (qpos - a.window + 1 > 0 ? qpos - a.window + 1 : 0) : 0;
-    qpos32[h] = static_cast<int32_t>(qpos);
-    key_first32[h] = static_cast<int32_t>(key_first);
-  }
-  // Scores in log2 units (scale and log2 e folded into Q; with soft-capping only the scale).
-  constexpr float kLog2e = 1.4426950408889634f;
-  const bool capped = a.softcap > 0.0f;
-  const float q_scale = capped ? a.scale : a.scale * kLog2e;
-  const float inverse_cap = capped ? 1.0f / a.softcap : 0.0f;
-  auto logit = [&](float v) { return capped ? a.softcap * tanhf(v * inverse_cap) * kLog2e : v; };
-  // Q fragments (wgmma's A from registers), f16 high and low halves: [k step][a0..a3].
+  const PrefillRows r = prefill_rows(a, tiles, warp, g);
+  const int64_t kvh = r.kvh, keys_end = r.keys_end;
+  const int32_t* table = r.table;
+  // Q fragments (wgmma's A from registers; f16 high and low halves with kSplitQ).
   uint32_t qh[D / 16][4], ql[kSplitQ ? D / 16 : 1][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int h = r & 1;
-      const int dim = 16 * kk + 2 * t + (r >= 2 ? 8 : 0);
-      float x0 = 0.0f, x1 = 0.0f;
-      if (row_valid[h]) {
-        const float* q = a.q + (token[h] * a.heads + head) * D + dim;
-        x0 = q[0] * q_scale;
-        x1 = q[1] * q_scale;
-      }
-      if constexpr (kSplitQ) {
-        split2(x0, x1, qh[kk][r], ql[kk][r]);
-      } else {
-        qh[kk][r] = pack_half2(__float2half_rn(x0), __float2half_rn(x1));
-      }
-    }
-  }
-
-  const int64_t last_token =
-      tile_first + kQueryTile - 1 < seq_end - 1 ? tile_first + kQueryTile - 1 : seq_end - 1;
-  const int64_t block_qpos_first = pos0 + (tile_first - seq_first);
-  const int64_t block_qpos_last = pos0 + (last_token - seq_first);
-  const int64_t keys_begin =
-      a.window > 0 ? (block_qpos_first - a.window + 1 > 0 ? block_qpos_first - a.window + 1 : 0)
-                   : 0;
-  const int64_t keys_end = block_qpos_last + 1;
-  const int64_t full_first =
-      a.window > 0 ? (block_qpos_last - a.window + 1 > 0 ? block_qpos_last - a.window + 1 : 0) : 0;
+  load_q_fragments<D, kSplitQ>(a, r, t, qh, ql);
 
   // The tile copies: a thread takes 16-byte piece p of key rows r, r + R, ... (R = 128 / pieces a
   // row); eight consecutive threads take one piece of eight consecutive rows, 128 contiguous
@@ -180,53 +126,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kSplitQ) wgmma_m64n64k16<0>(s, ql[kk], desc, true);
     }
   };
-  // The online softmax of the tile at k0 once its scores are in s (rows g and g + 8; a row's 64
-  // scores are spread over a quad; s[4j + c] is key 8j + 2t + (c & 1) of row g + 8 (c >> 1)):
-  // s becomes the probabilities, m and l move on, corr is what O must be scaled by.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
-  auto softmax = [&](int64_t k0) {
-    const bool full = k0 >= full_first && k0 + kKeyTile - 1 <= block_qpos_first;
-    // (The common tile after a long context, every score seen and no soft-capping: one uniform
-    // branch instead of a test per score.)
-    if (!full || capped) {
-      const int32_t k32 = static_cast<int32_t>(k0) + 2 * t;
-#pragma unroll
-      for (int i = 0; i < kKeyTile / 2; ++i) {
-        const int h = (i >> 1) & 1;
-        const int32_t kpos = k32 + 8 * (i >> 2) + (i & 1);
-        const bool valid = full || (row_valid[h] && kpos <= qpos32[h] && kpos >= key_first32[h]);
-        s[i] = valid ? logit(s[i]) : -INFINITY;
-      }
-    }
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int i = 0; i < kKeyTile / 2; ++i) {
-      tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const float m_new = fmaxf(m[h], tile_max[h]);
-      corr[h] = m_new == -INFINITY ? 1.0f : fast_exp2(m[h] - m_new);
-      m[h] = m_new;
-    }
-    // exp2(-inf - m) = 0 for the masked scores; a row with none seen yet subtracts 0 (not -inf).
-    const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
-    float row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < kKeyTile / 2; ++i) {
-      const int h = (i >> 1) & 1;
-      s[i] = fast_exp2(s[i] - m_sub[h]);
-      row_sum[h] += s[i];
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-      l[h] = l[h] * corr[h] + row_sum[h];
-    }
-  };
+  auto softmax = [&](int64_t k0) { online_softmax<kKeyTile>(r, k0, t, s, m, l, corr); };
 
   // The pipeline, a tile j a round: P(j) V(j) runs on the tensor cores while the warps take the
   // softmax of tile j + 1 (whose scores were issued just before it); the copies of tile j + 2
@@ -234,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  const int64_t k_first = keys_begin / kKeyTile * kKeyTile;
+  const int64_t k_first = r.keys_begin / kKeyTile * kKeyTile;
   issue_tile(k_first, 0);
   cp_async_wait<0>();
   fence_proxy_async_shared();
@@ -302,17 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stage = next_stage;
   }
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (!row_valid[h]) continue;
-    const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-    float* out = a.out + (token[h] * a.heads + head) * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      out[8 * j + 2 * t] = o[4 * j + 2 * h] * inv;
-      out[8 * j + 2 * t + 1] = o[4 * j + 2 * h + 1] * inv;
-    }
-  }
+  store_prefill_rows<D>(a, r, t, o, l);
 }
 
 template <int D, bool kSplitQ>
