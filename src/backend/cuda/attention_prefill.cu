@@ -55,6 +55,7 @@
 #include <string>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_prefill_rows.cuh"
 #include "backend/cuda/f16_fragments.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -63,6 +64,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kQueryTile = 16 * kWarps;  // query tokens a block
+static_assert(kQueryTile == kPrefillQueryTile, "the rows prefill_rows gives a block");
 constexpr int kKeyTile = 32;
 
 // kAsync (the default; TERN_CUDA_ATTN_PREFILL=1 the plain tiles): the key tiles are copied with
@@ -107,69 +109,12 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
   auto sv_all = [&](int b) { return sv_base + b * kKeyTile * kStride; };
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane >> 2, t = lane & 3;
-  const int32_t* seq = a.sequences + 4 * tiles[2 * blockIdx.x];
-  const int64_t seq_first = seq[0], seq_tokens = seq[1], pos0 = seq[2];
-  const int32_t* table = a.tables + seq[3];
-  const int64_t tile_first = tiles[2 * blockIdx.x + 1];
-  const int64_t head = blockIdx.y;
-  const int64_t kvh = head / (a.heads / a.kv_heads);
-  const int64_t seq_end = seq_first + seq_tokens;
-
-  // This lane's two query rows (g and g + 8 of the warp's 16) and their positions.
-  int64_t token[2], qpos[2], key_first[2];
-  bool row_valid[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    token[h] = tile_first + warp * 16 + g + 8 * h;
-    row_valid[h] = token[h] < seq_end;
-    qpos[h] = pos0 + (token[h] - seq_first);
-    key_first[h] = a.window > 0 ? (qpos[h] - a.window + 1 > 0 ? qpos[h] - a.window + 1 : 0) : 0;
-  }
-  // Scores come out in log2 units for exp2f: the scale and log2 e folded into Q before its split
-  // (with soft-capping, only the scale: log2 e is applied after the cap).
-  constexpr float kLog2e = 1.4426950408889634f;
-  const bool capped = a.softcap > 0.0f;
-  const float q_scale = capped ? a.scale : a.scale * kLog2e;
-  const float inverse_cap = capped ? 1.0f / a.softcap : 0.0f;
-  auto logit = [&](float v) { return capped ? a.softcap * tanhf(v * inverse_cap) * kLog2e : v; };
-  // Positions in 32 bits for the mask tests (a 64-bit compare is two instructions).
-  int32_t qpos32[2], key_first32[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    qpos32[h] = static_cast<int32_t>(qpos[h]);
-    key_first32[h] = static_cast<int32_t>(key_first[h]);
-  }
-  // Q fragments, split into f16 high and low halves: [k step][a0..a3].
-  uint32_t qh[D / 16][4], ql[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int h = r & 1;  // a0, a2: row g; a1, a3: row g + 8
-      const int dim = 16 * kk + 2 * t + (r >= 2 ? 8 : 0);
-      float x0 = 0.0f, x1 = 0.0f;
-      if (row_valid[h]) {
-        const float* q = a.q + (token[h] * a.heads + head) * D + dim;
-        x0 = q[0] * q_scale;
-        x1 = q[1] * q_scale;
-      }
-      split2(x0, x1, qh[kk][r], ql[kk][r]);
-    }
-  }
-
-  // The block's key range: from the first row's window start to the last valid row's position.
-  const int64_t last_token =
-      tile_first + kQueryTile - 1 < seq_end - 1 ? tile_first + kQueryTile - 1 : seq_end - 1;
-  const int64_t block_qpos_first = pos0 + (tile_first - seq_first);
-  const int64_t block_qpos_last = pos0 + (last_token - seq_first);
-  const int64_t keys_begin =
-      a.window > 0 ? (block_qpos_first - a.window + 1 > 0 ? block_qpos_first - a.window + 1 : 0)
-                   : 0;
-  const int64_t keys_end = block_qpos_last + 1;
-  // Key tiles every row of the block sees whole (no causal or window mask to apply): from the
-  // last row's window start to the first row's position. After a long context, nearly all.
-  const int64_t full_first =
-      a.window > 0 ? (block_qpos_last - a.window + 1 > 0 ? block_qpos_last - a.window + 1 : 0) : 0;
+  const PrefillRows r = prefill_rows(a, tiles, warp, g);
+  const int64_t kvh = r.kvh, keys_end = r.keys_end;
+  const int32_t* table = r.table;
+  // Q fragments (f16 high and low halves with kSplit): [k step][a0..a3].
+  uint32_t qh[D / 16][4], ql[kSplit ? D / 16 : 1][4];
+  load_q_fragments<D, kSplit>(a, r, t, qh, ql);
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -207,7 +152,7 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     }
     cp_async_commit();
   };
-  const int64_t k_first = keys_begin / kKeyTile * kKeyTile;
+  const int64_t k_first = r.keys_begin / kKeyTile * kKeyTile;
   if constexpr (kAsync) {
 #pragma unroll
     for (int b = 0; b < kBuffers - 1; ++b) {
@@ -288,58 +233,8 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
         }
       }
     }
-    // Online softmax per row (rows g and g + 8; a row's 32 scores are spread over a quad).
-    const bool full = k0 >= full_first && k0 + kKeyTile - 1 <= block_qpos_first;
-    float tile_max[2] = {-INFINITY, -INFINITY};
-    // The common tile after a long context (every score seen, no soft-capping) leaves the
-    // scores as they are: one uniform branch for the tile. (A test per score made the compiler
-    // keep the 16 outcomes as bits of a register, ~3 instructions a score on every tile.)
-    if (!full || capped) {
-      const int32_t k32 = static_cast<int32_t>(k0) + 2 * t;
-#pragma unroll
-      for (int j = 0; j < kKeyTile / 8; ++j) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int h = c >> 1;
-          const int32_t kpos = k32 + 8 * j + (c & 1);
-          const bool valid = full || (row_valid[h] && kpos <= qpos32[h] && kpos >= key_first32[h]);
-          s[j][c] = valid ? logit(s[j][c]) : -INFINITY;
-        }
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kKeyTile / 8; ++j) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[j][c]);
-    }
     float corr[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const float m_new = fmaxf(m[h], tile_max[h]);
-      corr[h] = m_new == -INFINITY ? 1.0f : fast_exp2(m[h] - m_new);
-      m[h] = m_new;
-    }
-    // exp2(-inf - m) = 0 for the masked scores; a row with none seen yet subtracts 0 (not -inf).
-    const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
-    float row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < kKeyTile / 8; ++j) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1;
-        const float p = fast_exp2(s[j][c] - m_sub[h]);
-        s[j][c] = p;
-        row_sum[h] += p;
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-      l[h] = l[h] * corr[h] + row_sum[h];
-    }
+    online_softmax<kKeyTile>(r, k0, t, &s[0][0], m, l, corr);
     // (Once the maxima settle, most tiles change no row's maximum: the warp skips the rescale.)
     if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
@@ -386,17 +281,7 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     __syncthreads();
   }
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (!row_valid[h]) continue;
-    const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-    float* out = a.out + (token[h] * a.heads + head) * D;
-#pragma unroll
-    for (int d = 0; d < D / 8; ++d) {
-      out[8 * d + 2 * t] = o[d][2 * h] * inv;
-      out[8 * d + 2 * t + 1] = o[d][2 * h + 1] * inv;
-    }
-  }
+  store_prefill_rows<D>(a, r, t, &o[0][0], l);
 }
 
 // Launches one kernel variant with its dynamic shared memory (raising the kernel's limit past

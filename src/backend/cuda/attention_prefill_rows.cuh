@@ -1,11 +1,12 @@
-// attention_prefill_rows: the prefill attention's row bookkeeping, as functions: a block's 64
-// query rows of one sequence and one head, each lane's two rows (g and g + 8 of its warp's 16)
-// with their positions and windows, the Q fragments (f16, or split into high and low halves), the
-// keys the block reads, the online softmax over a tile's scores held in the m16n8 accumulator
-// layout, and the writes. attention_prefill_wgmma.cu is built on it. attention_prefill.cu (the
-// measured default) keeps its inline copy of the same steps for now: built on these functions its
-// masked-tile path grew by 64 instructions and its heads-of-64 variants spilled (sass_report.py,
-// 2026-12-06), a change no GPU run has measured yet.
+// attention_prefill_rows: what the two prefill attention kernels (attention_prefill.cu on
+// mma.sync, attention_prefill_wgmma.cu on wgmma) share: a block's 64 query rows of one sequence
+// and one head, each lane's two rows (g and g + 8 of its warp's 16) with their positions and
+// windows, the Q fragments (f16, or split into high and low halves), the keys the block reads,
+// the online softmax over a tile's scores held in the m16n8 accumulator layout, and the writes.
+// (Moving attention_prefill.cu onto these left its SASS as it was or smaller, sass_report.py
+// 2026-12-06: the main loop 1,156 -> 1,154 instructions, the path of a whole tile 597 -> 597,
+// 228 -> 226 registers; heads of 64: 138 -> 131 registers. A row past the sequence's end has
+// key_last32 = -1 so that the mask needs no test of its own.)
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,9 @@ struct PrefillRows {
   // This lane's two query rows (g and g + 8 of its warp's 16).
   int64_t token[2];
   bool row_valid[2];
-  int32_t qpos32[2], key_first32[2];  // positions in 32 bits (a 64-bit compare is two instructions)
+  // The keys each row sees, [key_first32, key_last32], in 32 bits (a 64-bit compare is two
+  // instructions); key_last32 is -1 for a row past the sequence's end (it sees none).
+  int32_t key_first32[2], key_last32[2];
   // The block's key range: from the first row's window start to the last valid row's position;
   // key tiles every row sees whole (no causal or window mask): from full_first to qpos_first.
   int64_t keys_begin, keys_end, full_first, qpos_first;
@@ -57,7 +60,7 @@ __device__ __forceinline__ PrefillRows prefill_rows(const AttentionLaunch& a, co
     const int64_t qpos = pos0 + (r.token[h] - seq_first);
     const int64_t key_first =
         a.window > 0 ? (qpos - a.window + 1 > 0 ? qpos - a.window + 1 : 0) : 0;
-    r.qpos32[h] = static_cast<int32_t>(qpos);
+    r.key_last32[h] = r.row_valid[h] ? static_cast<int32_t>(qpos) : -1;
     r.key_first32[h] = static_cast<int32_t>(key_first);
   }
   const int64_t last_token = tile_first + kPrefillQueryTile - 1 < seq_end - 1
@@ -122,8 +125,7 @@ __device__ __forceinline__ void online_softmax(const PrefillRows& r, int64_t k0,
     for (int i = 0; i < kScores; ++i) {
       const int h = (i >> 1) & 1;
       const int32_t kpos = k32 + 8 * (i >> 2) + (i & 1);
-      const bool valid =
-          full || (r.row_valid[h] && kpos <= r.qpos32[h] && kpos >= r.key_first32[h]);
+      const bool valid = full || (kpos <= r.key_last32[h] && kpos >= r.key_first32[h]);
       s[i] = valid ? r.logit(s[i]) : -INFINITY;
     }
   }
