@@ -135,7 +135,7 @@ if [[ " $stages " == *" tests "* ]]; then
   # the forward passes (token trees, chunks, decode).
   # (=7: one mma chain a score fragment, the prefill default before 2026-12-06.) ATTN_TEST_CONFIGS
   # (';'-separated) picks fewer.
-  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9}"
+  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=11}"
   for c in "${attn_configs[@]}"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
@@ -164,6 +164,9 @@ if [[ " $stages " == *" tests "* ]]; then
   # until measured): the forward passes with it (its own exact test is among the Fused cases).
   TERN_CUDA_Q8_OUTPUT=1 timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-glu-quant.log" 2>&1
   echo "cuda_forward_test with TERN_CUDA_Q8_OUTPUT=1 rc=$?" >>"$summary"
+  TERN_CUDA_Q8_OUTPUT=attention timeout 200 $T/bin/cuda_forward_test \
+    >"$OUT/forward-attention-quant.log" 2>&1
+  echo "cuda_forward_test with TERN_CUDA_Q8_OUTPUT=attention rc=$?" >>"$summary"
   # The row pairs' warps picked from the shape (the default is four for every shape).
   TERN_CUDA_FPAIR_W=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Float*:*Fused*' \
     >"$OUT/ops-fpair-shape.log" 2>&1

@@ -153,7 +153,14 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   TERN_CUDA_TRY(
       cudaMemsetAsync(d->q8_counters_, 0, cuda::kQ8OutputGroups * sizeof(uint32_t), stream));
   const char* glu_quant = std::getenv("TERN_CUDA_Q8_OUTPUT");
+  // Off by default: measured slower (2026-12-06, H100, Qwen3-8B, decode after 512 tokens): the
+  // gate/up launch's ~3,000 warps each wait for a fence and an atomic's round trip before they
+  // exit, ~6 waves of it a launch (Q4_K_M 303 -> 285 tok/s, GPU 3,037 -> 3,280 us a step; Q8_0
+  // 247 -> 233). "attention" takes decode attention's half alone (32 blocks: no waves).
   d->output_quantize_ = glu_quant != nullptr && std::strcmp(glu_quant, "1") == 0;
+  d->attention_output_quantize_ =
+      glu_quant != nullptr &&
+      (std::strcmp(glu_quant, "1") == 0 || std::strcmp(glu_quant, "attention") == 0);
   const char* mmq = std::getenv("TERN_CUDA_MMQ");
   d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
   const char* timing = std::getenv("TERN_CUDA_TIMING");

@@ -112,8 +112,9 @@ class CudaDevice final : public Device {
   void set_fusion(bool on) { fuse_ = on; }
   // The gate/up launch writing the 8-bit copy of its output for the down product, and decode
   // attention's for the o projection (no quantize launches of their own; kernels.h, Q8Output).
-  // Default: TERN_CUDA_Q8_OUTPUT=1 in the environment (off until measured).
-  void set_output_quantize(bool on) { output_quantize_ = on; }
+  // Default: off (slower, cuda_device.cpp); TERN_CUDA_Q8_OUTPUT=1 in the environment turns both on,
+  // TERN_CUDA_Q8_OUTPUT=attention the attention's alone.
+  void set_output_quantize(bool on) { output_quantize_ = attention_output_quantize_ = on; }
   uint64_t fused_ops() const { return fused_ops_; }
   uint64_t graph_launches() const { return graph_launches_; }
   uint64_t graph_instantiations() const { return graph_instantiations_; }
@@ -239,7 +240,8 @@ class CudaDevice final : public Device {
   bool int8_gemv_ = true;
   bool int8_prefill_ = false;
   bool sample_kernel_ = true;
-  bool output_quantize_ = false;
+  bool output_quantize_ = false;            // the gate/up launch's (two 8-bit buffers in turn)
+  bool attention_output_quantize_ = false;  // decode attention's combine step's
   uint32_t* q8_counters_ = nullptr;  // cuda::kQ8OutputGroups words, zero between launches
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.

@@ -228,7 +228,7 @@ CudaDevice::Launch CudaDevice::attention_launch(const cuda::AttentionLaunch& a) 
 // input), when that launch is the last queued op and its combine step can take it.
 bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, int group) {
   OpInfo* last = queued_info();
-  if (!output_quantize_ || q8_counters_ == nullptr || last == nullptr ||
+  if (!attention_output_quantize_ || q8_counters_ == nullptr || last == nullptr ||
       last->kind != OpInfo::kAttention || last->attention.out != xd ||
       last->attention.out_q8.qs != nullptr ||
       last->attention.heads * last->attention.head_dim != k ||
