@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(32 * kWarps, kQShared || !kSplit ? 3 : 0)
   // Q fragments (f16 high and low halves with kSplit): [k step][a0..a3] (kQShared: unused).
   uint32_t qh[kQShared ? 1 : D / 16][4], ql[kSplit && !kQShared ? D / 16 : 1][4];
   // kQShared: the warp's fragments, [half][k step][lane].
-  uint4* const sq = reinterpret_cast<uint4*>(sv_base + kBuffers * kKeyTile * kStride) +
-                    warp * 2 * (D / 16) * 32;
+  uint4* const sq =
+      reinterpret_cast<uint4*>(sv_base + kBuffers * kKeyTile * kStride) + warp * 2 * (D / 16) * 32;
   if constexpr (kQShared) {
     uint32_t fh[D / 16][4], fl[D / 16][4];
     load_q_fragments<D, true>(a, r, t, fh, fl);

@@ -242,7 +242,7 @@ class CudaDevice final : public Device {
   bool sample_kernel_ = true;
   bool output_quantize_ = false;            // the gate/up launch's (two 8-bit buffers in turn)
   bool attention_output_quantize_ = false;  // decode attention's combine step's
-  uint32_t* q8_counters_ = nullptr;  // cuda::kQ8OutputGroups words, zero between launches
+  uint32_t* q8_counters_ = nullptr;         // cuda::kQ8OutputGroups words, zero between launches
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.
   Temp q8_[2];  // taken in turn (quantized_activations)
