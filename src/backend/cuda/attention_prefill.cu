@@ -88,27 +88,20 @@ constexpr int kKeyTile = 32;
 // 0.882 -> 0.844 / 0.844 ms (1.04x).
 // kStages (kAsync): key tiles in flight, the one in use included. Two: four measured slower
 // (same call: 0.942 / 0.942 ms), so the warps do not wait on the tile copies.
+// Tried and removed (2026-12-06, H100, tern-cuda-bench --attention, A B A B): the Q fragments in
+// shared memory (16-byte loads a k step, k steps outer) for 166 registers and three blocks a
+// multiprocessor instead of two: 512 tokens after 16K keys 0.869 / 0.871 -> 0.978 / 0.979 ms,
+// after 1K 0.090 -> 0.099 ms. More warps did not pay for the 16 extra shared loads a tile.
 // Shared memory (dynamic, prefill_shared_bytes): kStages K tiles, then kStages V tiles.
-// kQShared (TERN_CUDA_ATTN_PREFILL=11, with kAsync, kSplit and kLowChain): the Q fragments in
-// shared memory instead of registers (each warp its own, one 16-byte load a lane a k step and
-// half), so that the kernel fits 168 registers: three blocks a multiprocessor (12 warps) instead
-// of two at ~226. Why: Nsight Compute (2026-12-06, H100, a 2,048-token chunk after ~14K keys)
-// found the default latency-bound with two warps a scheduler (fixed-latency waits 2.34 stall
-// cycles an instruction, issue slots 36% busy). The score products then go k step outer, key
-// fragment inner, so that each Q fragment is loaded once a tile.
-// Shared memory (dynamic, prefill_shared_bytes): kStages K tiles, then kStages V tiles, then
-// (kQShared) Q: [warp][half][k step][lane] 16-byte fragments.
 constexpr int kStages = 2;
 static_assert(kStages >= 2, "a tile in flight while one is used");
-template <int D, bool kAsync, bool kQShared = false>
+template <int D, bool kAsync>
 constexpr size_t prefill_shared_bytes() {
-  return size_t{2} * (kAsync ? kStages : 1) * kKeyTile * (D + 8) * sizeof(__half) +
-         (kQShared ? size_t{kWarps} * 2 * (D / 16) * 32 * sizeof(uint4) : 0);
+  return size_t{2} * (kAsync ? kStages : 1) * kKeyTile * (D + 8) * sizeof(__half);
 }
-template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false, bool kQShared = false>
-__global__ void __launch_bounds__(32 * kWarps, kQShared || !kSplit ? 3 : 0)
+template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false>
+__global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
-  static_assert(!kQShared || (kAsync && kSplit && kLowChain), "the default kernel's Q in shared");
   // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
   // the 8 rows an ldmatrix reads in 8 different groups of 4.
   constexpr int kStride = D + 8;
@@ -123,23 +116,9 @@ __global__ void __launch_bounds__(32 * kWarps, kQShared || !kSplit ? 3 : 0)
   const PrefillRows r = prefill_rows(a, tiles, warp, g);
   const int64_t kvh = r.kvh, keys_end = r.keys_end;
   const int32_t* table = r.table;
-  // Q fragments (f16 high and low halves with kSplit): [k step][a0..a3] (kQShared: unused).
-  uint32_t qh[kQShared ? 1 : D / 16][4], ql[kSplit && !kQShared ? D / 16 : 1][4];
-  // kQShared: the warp's fragments, [half][k step][lane].
-  uint4* const sq =
-      reinterpret_cast<uint4*>(sv_base + kBuffers * kKeyTile * kStride) + warp * 2 * (D / 16) * 32;
-  if constexpr (kQShared) {
-    uint32_t fh[D / 16][4], fl[D / 16][4];
-    load_q_fragments<D, true>(a, r, t, fh, fl);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      sq[kk * 32 + lane] = make_uint4(fh[kk][0], fh[kk][1], fh[kk][2], fh[kk][3]);
-      sq[(D / 16 + kk) * 32 + lane] = make_uint4(fl[kk][0], fl[kk][1], fl[kk][2], fl[kk][3]);
-    }
-    __syncwarp();
-  } else {
-    load_q_fragments<D, kSplit>(a, r, t, qh, ql);
-  }
+  // Q fragments (f16 high and low halves with kSplit): [k step][a0..a3].
+  uint32_t qh[D / 16][4], ql[kSplit ? D / 16 : 1][4];
+  load_q_fragments<D, kSplit>(a, r, t, qh, ql);
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -224,39 +203,8 @@ __global__ void __launch_bounds__(32 * kWarps, kQShared || !kSplit ? 3 : 0)
 
     // S = Q K^T for the tile's 4 fragments of 8 keys.
     float s[kKeyTile / 8][4];
-    if constexpr (kQShared) {
-      // k steps outer (each Q fragment loaded once), the low halves' own chains.
-      float s_low[kKeyTile / 8][4];
 #pragma unroll
-      for (int j = 0; j < kKeyTile / 8; ++j) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[j][c] = 0.0f, s_low[j][c] = 0.0f;
-      }
-      const uint32_t k_address = shared_address(sk + (lane & 7) * kStride + 8 * (lane >> 3));
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk += 2) {
-        const uint4 h0 = sq[kk * 32 + lane], h1 = sq[(kk + 1) * 32 + lane];
-        const uint4 l0 = sq[(D / 16 + kk) * 32 + lane], l1 = sq[(D / 16 + kk + 1) * 32 + lane];
-        const uint32_t qh0[4] = {h0.x, h0.y, h0.z, h0.w}, qh1[4] = {h1.x, h1.y, h1.z, h1.w};
-        const uint32_t ql0[4] = {l0.x, l0.y, l0.z, l0.w}, ql1[4] = {l1.x, l1.y, l1.z, l1.w};
-#pragma unroll
-        for (int j = 0; j < kKeyTile / 8; ++j) {
-          uint32_t b[4];
-          ldmatrix_x4(b, k_address + 8 * j * kStride * sizeof(__half) + 32 * kk);
-          mma_f16(s[j], qh0, b[0], b[1]);
-          mma_f16(s_low[j], ql0, b[0], b[1]);
-          mma_f16(s[j], qh1, b[2], b[3]);
-          mma_f16(s_low[j], ql1, b[2], b[3]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kKeyTile / 8; ++j) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[j][c] += s_low[j][c];
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kKeyTile / 8 && !kQShared; ++j) {
+    for (int j = 0; j < kKeyTile / 8; ++j) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) s[j][c] = 0.0f;
       if constexpr (kAsync) {
@@ -343,11 +291,11 @@ __global__ void __launch_bounds__(32 * kWarps, kQShared || !kSplit ? 3 : 0)
 // Launches one kernel variant with its dynamic shared memory (raising the kernel's limit past
 // the default 48 KB where a variant needs it: on every launch, since the limit belongs to the
 // current device's context and a host call costs nothing next to the kernel).
-template <int D, bool kAsync, bool kSplit, bool kLowChain, bool kQShared = false>
+template <int D, bool kAsync, bool kSplit, bool kLowChain>
 cudaError_t launch_prefill(dim3 grid, unsigned threads, cudaStream_t stream,
                            const AttentionLaunch& a, const int32_t* tiles) {
-  auto* kernel = prefill_attention_kernel<D, kAsync, kSplit, kLowChain, kQShared>;
-  constexpr size_t bytes = prefill_shared_bytes<D, kAsync, kQShared>();
+  auto* kernel = prefill_attention_kernel<D, kAsync, kSplit, kLowChain>;
+  constexpr size_t bytes = prefill_shared_bytes<D, kAsync>();
   if constexpr (bytes > 48 * 1024) {
     const cudaError_t raised = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
@@ -367,8 +315,6 @@ cudaError_t launch_variant(int variant, dim3 grid, unsigned threads, cudaStream_
       return launch_prefill<D, true, false, false>(grid, threads, stream, a, tiles);
     case 7:
       return launch_prefill<D, true, true, false>(grid, threads, stream, a, tiles);
-    case 11:
-      return launch_prefill<D, true, true, true, true>(grid, threads, stream, a, tiles);
     default:
       return launch_prefill<D, true, true, true>(grid, threads, stream, a, tiles);
   }
@@ -389,12 +335,11 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles with the low products' own chains, 1 the
   // plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a score fragment,
   // 9 the wgmma kernel (attention_prefill_wgmma.cu; Hopper only, else the default), 10 that with
-  // single-f16 Q, 11 the default with Q in shared memory (A/B runs; 0 is the CUDA-core kernels,
-  // cuda_device_attention.cpp).
+  // single-f16 Q (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 2;
-    for (int known : {1, 3, 7, 9, 10, 11}) {
+    for (int known : {1, 3, 7, 9, 10}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 2;
