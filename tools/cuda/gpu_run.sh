@@ -2,7 +2,8 @@
 # Runs on the lent GPU machine, from the repository root, with the bundle that
 # tools/cuda/make_bundle.sh left in .gpu/ (binaries built here with -DTERN_CUDA=ON plus the
 # non-system libraries they load). Stages (arguments, default tests kernels bench): tests,
-# kernels, bench, ab (tern configurations and llama-bench, interleaved), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
+# kernels, bench, ab (tern configurations and llama-bench, interleaved), prev (an earlier build's
+# tern against this one, .gpu/tern-prev.xz), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
 # cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
 # and llama.cpp's llama-bench on the same file, interleaved), files (the Q8_0 and BF16 files),
 # long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), parallel (8 sequences
@@ -154,6 +155,11 @@ if [[ " $stages " == *" tests "* ]]; then
   done
   # The Q4_K gate/up pair with one warp a pair, at 128 registers (the default) and at ptxas's
   # choice (gemv_q8.cu's TERN_CUDA_GEMV_GLU_REGS=0), forced since the tests' shapes give four.
+  # The other pairs (single matrices, q/k/v) with one warp a pair at 128 registers.
+  TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_PAIR_REGS=128 timeout 120 $T/bin/cuda_device_test \
+    --gtest_filter='*Matmul*:*Fused*' >"$OUT/ops-pair-regs128.log" 2>&1
+  echo "cuda_device_test Matmul/Fused with TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_PAIR_REGS=128 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-pair-regs128.log" | head -10 >>"$summary"
   for regs in 128 0; do
     TERN_CUDA_GEMV_PAIR=w1 TERN_CUDA_GEMV_GLU_REGS=$regs timeout 120 $T/bin/cuda_device_test \
       --gtest_filter='*Fused*' >"$OUT/ops-glu-regs$regs.log" 2>&1
@@ -543,6 +549,26 @@ if [[ " $stages " == *" ab "* ]]; then
       grep "^| [a-z]" "$OUT/ab-$round-llama.log" | grep -v model >>"$summary"
     fi
   done
+fi
+if [[ " $stages " == *" prev "* ]]; then
+  # A B A B: an earlier build's tern (.gpu/tern-prev.xz, xz of its stripped bin/tern, carried or
+  # unpacked by an earlier call of this warm machine) against this bundle's, PREV_ARGS on MODEL.
+  [ -f .gpu/tern-prev.xz ] && xz -dc .gpu/tern-prev.xz >/tmp/tern-prev && chmod +x /tmp/tern-prev
+  model=${MODEL:-/tmp/q4km.gguf}
+  if [ -x /tmp/tern-prev ]; then
+    for round in $(seq 1 "${PREV_ROUNDS:-2}"); do
+      for build in prev this; do
+        bin=$T/bin/tern && [ $build = prev ] && bin=/tmp/tern-prev
+        log="$OUT/prev-$round-$build.log"
+        TERN_CUDA_TIMING=1 timeout 200 $bin bench --device cuda -m "$model" ${PREV_ARGS:--p 512 -n 128 -r 3} \
+          >"$log" 2>&1
+        echo "tern ($build build) round $round rc=$?: $(grep -E '^ +[0-9]+ ' "$log" | tr -s ' ' | head -2 | tr '\n' ';')" >>"$summary"
+        grep -o "steps of .*" "$log" | head -1 >>"$summary"
+      done
+    done
+  else
+    echo "prev: no .gpu/tern-prev.xz carried" >>"$summary"
+  fi
 fi
 if [[ " $stages " == *" bench "* ]]; then
   timeout 240 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 128 -r 3 >"$OUT/bench.log" 2>&1

@@ -294,6 +294,12 @@ __device__ __forceinline__ void unpack8(const uint4& q, bool f16, float (&v)[8])
 // so a block has 16 x kU keys in flight; the groups merge through shuffles, the warps through
 // shared memory. F16 and BF16 caches, head_dim 64, 128 or 256 (C = head_dim / 64 chunks), G
 // query heads a block with G x C <= 8 (q and the output in registers).
+// With a.early_keys the first pass's rows of keys stored by earlier steps are loaded before the
+// PDL wait, so their DRAM round trip overlaps the q/k norm + RoPE launch before; q and the new
+// keys come after it. Inside the decode step a launch of this kernel costs ~7.4 us of GPU time
+// at 512 keys (2026-12-06, H100, Qwen3-8B Q4_K_M, TERN_CUDA_SKIP_KERNELS: the step without it),
+// for ~2 MB of K+V a layer: latency (dependent round trips), not bandwidth. The early loads
+// took 24 us off a 2,926 us step, and one pass a split (the host's rounded-up split count) 67.
 constexpr int kGroupLanes = 8;
 constexpr int kKeysInFlight = 2;  // kU: keys a group loads before using the first
 constexpr int kV4KeysPerPass = kWarps * (32 / kGroupLanes) * kKeysInFlight;
@@ -302,7 +308,6 @@ template <int C, int G, bool kPipelined>
 __global__ void __launch_bounds__(32 * kWarps)
     attention_v4_kernel(AttentionLaunch a, int group, int head_chunks) {
   pdl_launch_dependents();
-  pdl_wait();
 
   constexpr int kHd = 64 * C;
   constexpr int kU = kKeysInFlight;
@@ -318,32 +323,17 @@ __global__ void __launch_bounds__(32 * kWarps)
   const TokenKeys keys = token_keys(a, token, split);
   const bool f16 = a.kv_type == TensorType::F16;
 
-  float q[G][C][8], acc[G][C][8], m[G], l[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < C; ++c) {
-      const float4* qp = reinterpret_cast<const float4*>(
-          a.q + (token * a.heads + h0 + (g < gcount ? g : 0)) * kHd + 64 * c + 8 * sub);
-      const float4 x0 = qp[0], x1 = qp[1];
-      const float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        q[g][c][i] = g < gcount ? v[i] : 0.0f;
-        acc[g][c][i] = 0.0f;
-      }
-    }
-  }
   const uint4* kc = static_cast<const uint4*>(a.k_cache);
   const uint4* vc = static_cast<const uint4*>(a.v_cache);
   // The K and V rows of a group's kU keys of the pass starting at `base` (zeros and ok = false
-  // past the split's end or outside the token's tree).
-  auto load_pass = [&](int64_t base, uint4(&kr)[kU][C], uint4(&vr)[kU][C], bool(&ok)[kU]) {
+  // past the split's end or outside the token's tree). Keys in [skip_from, skip_to) are left as
+  // they are (the early load's two halves).
+  auto load_pass = [&](int64_t base, uint4(&kr)[kU][C], uint4(&vr)[kU][C], bool(&ok)[kU],
+                       int64_t skip_from = 0, int64_t skip_to = 0) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t j = base + key_group + u * (kWarps * 32 / kGroupLanes);
+      if (j >= skip_from && j < skip_to) continue;
       ok[u] = j < keys.end && keys.sees(j);
       if (ok[u]) {
         const int64_t slot = key_slot(keys.table, j, a.block_size);
@@ -366,7 +356,34 @@ __global__ void __launch_bounds__(32 * kWarps)
   uint4 kr[kU][C], vr[kU][C];
   bool ok[kU];
   int64_t base = keys.begin + warp * (32 / kGroupLanes);
-  load_pass(base, kr, vr, ok);
+  if (a.early_keys) {
+    // The first pass's keys stored by earlier steps before the wait (the metadata came up before
+    // the step too: staging), the new ones after it.
+    load_pass(base, kr, vr, ok, keys.first_new, INT64_MAX);
+    pdl_wait();
+    load_pass(base, kr, vr, ok, 0, keys.first_new);
+  } else {
+    pdl_wait();
+    load_pass(base, kr, vr, ok);
+  }
+  float q[G][C][8], acc[G][C][8], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const float4* qp = reinterpret_cast<const float4*>(
+          a.q + (token * a.heads + h0 + (g < gcount ? g : 0)) * kHd + 64 * c + 8 * sub);
+      const float4 x0 = qp[0], x1 = qp[1];
+      const float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        q[g][c][i] = g < gcount ? v[i] : 0.0f;
+        acc[g][c][i] = 0.0f;
+      }
+    }
+  }
   for (; base < keys.end; base += kV4KeysPerPass) {
     uint4 kn[kU][C], vn[kU][C];
     bool okn[kU];
@@ -537,32 +554,9 @@ bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
   return launch_v4<C, false>(a, group, stream);
 }
 
-// With a.out_q8 set (one token): each head's block counts its group of 256 output values done
-// (256 / head_dim heads a group); the block that counts the last reads the group back from L2
-// and quantizes it as quantize_q8 would (one warp), then zeroes the count for the next launch.
-// Every thread fences its own writes before the barrier the count follows.
-__device__ __forceinline__ void quantize_finished_heads(const AttentionLaunch& a, int64_t qh) {
-  __shared__ uint32_t arrived;
-  const int64_t group = qh * a.head_dim / 256;
-  const auto heads_a_group = static_cast<uint32_t>(256 / a.head_dim);
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) arrived = atomicAdd(a.out_q8.counters + group, 1u);
-  __syncthreads();
-  if (arrived != heads_a_group - 1 || threadIdx.x >= 32) return;
-  __threadfence();
-  const int lane = static_cast<int>(threadIdx.x);
-  const float* src = a.out + group * 256 + lane * 8;
-  float v[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = __ldcg(src + i);  // other blocks wrote them
-  quantize_group256_warp(v, lane, a.out_q8.qs + group * 256, a.out_q8.d + group * 8,
-                         a.out_q8.s + group * 8);
-  if (lane == 0) a.out_q8.counters[group] = 0;
-}
-
-// The splits' (output, max, sum) triples of one token's query head merged: a block of
-// kCombineThreads a head. Reads the partials once; writes out (and its 8-bit copy with out_q8).
+// The splits' (output, max, sum) triples of one token's query heads merged: a block of
+// kCombineThreads x H threads takes H heads (threadIdx.y a head). Reads the partials once; writes
+// out (and its 8-bit copy with out_q8).
 // The splits' maxima are read a thread a split and their weights exp(m_s - m) put in shared
 // memory a chunk at a time; each output dim then sums over the splits with 8 loads in flight.
 // Why: the loop before read each split's max, then each split's sum and value, one L2 round trip
@@ -572,16 +566,24 @@ __device__ __forceinline__ void quantize_finished_heads(const AttentionLaunch& a
 // (2026-12-06, H100, Qwen3-8B Q4_K_M, `tern bench -p 512 -n 128 -r 3` with TERN_CUDA_TIMING=1,
 // this build against the one before, A B A B): GPU time a decode step 3,041 / 3,036 -> 3,005 /
 // 3,008 us (-1.1%).
+// With out_q8 of groups of 256 a block takes the 256 / head_dim heads of a group (H) and
+// quantizes it from shared memory with quantize_q8's warp function: no other block is waited
+// for. (The version before counted finished heads with a fence and an atomic a block and let
+// the last one quantize: neutral in the decode step, 2026-12-06; the quantize launch it saves
+// costs ~1.9 us of a step's GPU time inside the graph, TERN_CUDA_SKIP_KERNELS.)
 constexpr int kCombineThreads = 128;
 constexpr int kCombineChunk = 256;  // splits whose weights are in shared memory at once
 constexpr int kCombineDims = 2;     // head dims a thread (head_dim <= 256)
-__global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionLaunch a) {
+constexpr int kCombineMaxHeads = 4;  // heads a block (256 / head_dim, head_dim >= 64)
+template <int H>
+__global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLaunch a) {
   pdl_launch_dependents();
   pdl_wait();
 
-  __shared__ float warp_max[kCombineThreads / 32];
-  __shared__ float weight[kCombineChunk], split_sum[kCombineChunk];
-  const int64_t qh = blockIdx.x;  // token * heads + head
+  __shared__ float warp_max[H][kCombineThreads / 32];
+  __shared__ float weight[H][kCombineChunk], split_sum[H][kCombineChunk];
+  const int y = static_cast<int>(threadIdx.y);
+  const int64_t qh = static_cast<int64_t>(blockIdx.x) * H + y;  // token * heads + head
   const int64_t hd = a.head_dim, stride = hd + 2;
   const int splits = a.splits;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -592,19 +594,21 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionLaunc
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if (lane == 0) warp_max[warp] = mx;
+  if (lane == 0) warp_max[y][warp] = mx;
   __syncthreads();
 #pragma unroll
-  for (int w = 0; w < kCombineThreads / 32; ++w) mx = fmaxf(mx, warp_max[w]);
+  for (int w = 0; w < kCombineThreads / 32; ++w) mx = fmaxf(mx, warp_max[y][w]);
 
+  // (Every head of the block takes the same chunks: the barriers are the whole block's. A head
+  // no split saw, mx = -inf, weighs every split 0 and writes 0.)
   float o[kCombineDims] = {}, total[kCombineDims] = {};
-  for (int s0 = 0; s0 < splits && mx != -INFINITY; s0 += kCombineChunk) {
+  for (int s0 = 0; s0 < splits; s0 += kCombineChunk) {
     const int n = splits - s0 < kCombineChunk ? splits - s0 : kCombineChunk;
     __syncthreads();  // the chunk before is read
     for (int i = static_cast<int>(threadIdx.x); i < n; i += kCombineThreads) {
       const float* p = part + (s0 + i) * stride;
-      weight[i] = expf(p[hd] - mx);
-      split_sum[i] = p[hd + 1];
+      weight[y][i] = mx == -INFINITY ? 0.0f : expf(p[hd] - mx);
+      split_sum[y][i] = p[hd + 1];
     }
     __syncthreads();
 #pragma unroll
@@ -615,18 +619,21 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionLaunc
       float acc = o[j], t = total[j];
 #pragma unroll 8
       for (int i = 0; i < n; ++i) {
-        t += split_sum[i] * weight[i];
-        acc += p[i * stride] * weight[i];
+        t += split_sum[y][i] * weight[y][i];
+        acc += p[i * stride] * weight[y][i];
       }
       o[j] = acc, total[j] = t;
     }
   }
+  __shared__ float group_values[256];
+  const bool group256 = a.out_q8.qs != nullptr && a.out_q8.group == 256;
 #pragma unroll
   for (int j = 0; j < kCombineDims; ++j) {
     const int64_t d = threadIdx.x + j * kCombineThreads;
     if (d >= hd) break;
     const float value = total[j] > 0.0f ? o[j] / total[j] : 0.0f;
     a.out[qh * hd + d] = value;
+    if (group256) group_values[y * hd + d] = value;  // H x head_dim = 256
     if (a.out_q8.qs != nullptr && a.out_q8.group == 32) {
       // Groups of 32: this warp's values are one (head_dim a multiple of 32).
       const int64_t first = qh * hd + d - lane;
@@ -634,7 +641,15 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionLaunc
                             a.out_q8.s + first / 32);
     }
   }
-  if (a.out_q8.qs != nullptr && a.out_q8.group == 256) quantize_finished_heads(a, qh);
+  if (!group256) return;
+  __syncthreads();
+  if (y != 0 || warp != 0) return;
+  const int64_t group = static_cast<int64_t>(blockIdx.x) * H * hd / 256;
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = group_values[lane * 8 + i];
+  quantize_group256_warp(v, lane, a.out_q8.qs + group * 256, a.out_q8.d + group * 8,
+                         a.out_q8.s + group * 8);
 }
 
 // Query heads a v2 block holds (up to kMaxGroup; the rest of a group: more blocks).
@@ -731,7 +746,8 @@ bool attention_output_quantizes(const AttentionLaunch& a, int group) {
   const int64_t k = a.heads * a.head_dim;
   if (a.tokens != 1 || a.splits <= 1 || a.head_dim <= 0) return false;
   if (group == 32) return a.head_dim % 32 == 0;
-  return group == 256 && 256 % a.head_dim == 0 && k % 256 == 0 && k / 256 <= kQ8OutputGroups;
+  return group == 256 && 256 % a.head_dim == 0 && 256 / a.head_dim <= kCombineMaxHeads &&
+         k % 256 == 0;
 }
 
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
@@ -763,8 +779,16 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess || a.splits == 1) return status;
   static_assert(kCombineThreads * kCombineDims >= 256, "head_dim <= 256 (attention_supported)");
-  (void)launch_pdl(combine_kernel, static_cast<unsigned>(a.tokens * a.heads), kCombineThreads,
-                   stream, a);
+  // A group of 256 quantized in one block: its 256 / head_dim heads (attention_output_quantizes).
+  const int64_t heads = a.out_q8.qs != nullptr && a.out_q8.group == 256 ? 256 / a.head_dim : 1;
+  const auto blocks = static_cast<unsigned>(a.tokens * a.heads / heads);
+  if (heads == 4) {
+    (void)launch_pdl(combine_kernel<4>, blocks, dim3(kCombineThreads, 4), stream, a);
+  } else if (heads == 2) {
+    (void)launch_pdl(combine_kernel<2>, blocks, dim3(kCombineThreads, 2), stream, a);
+  } else {
+    (void)launch_pdl(combine_kernel<1>, blocks, dim3(kCombineThreads, 1), stream, a);
+  }
   return cudaGetLastError();
 }
 

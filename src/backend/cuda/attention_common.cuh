@@ -44,6 +44,8 @@ struct TokenKeys {
   // j - tree_first of tree_mask is set; tree_first is past every key for causal tokens.
   int64_t tree_first;
   uint64_t tree_mask;
+  // The sequence's first new position (keys before it were stored by earlier steps).
+  int64_t first_new;
 
   __device__ __forceinline__ bool sees(int64_t j) const {
     return j < tree_first || ((tree_mask >> (j - tree_first)) & 1u) != 0;
@@ -74,7 +76,7 @@ __device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_
                 (static_cast<uint64_t>(a.ancestors[2 * token + 1]) << 32);
   }
   return {a.tables + seq[3], begin, pos + 1 < begin + per ? pos + 1 : begin + per, tree_first,
-          tree_mask};
+          tree_mask, seq[2]};
 }
 
 // The block's last step: the warps' (max, sum, output) states in shared memory merged per query

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -153,16 +154,20 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   TERN_CUDA_TRY(
       cudaMemsetAsync(d->q8_counters_, 0, cuda::kQ8OutputGroups * sizeof(uint32_t), stream));
   const char* glu_quant = std::getenv("TERN_CUDA_Q8_OUTPUT");
-  // Off by default: measured slower (2026-12-06, H100, Qwen3-8B, decode after 512 tokens): the
-  // gate/up launch's ~3,000 warps each wait for a fence and an atomic's round trip before they
-  // exit, ~6 waves of it a launch (Q4_K_M 303 -> 285 tok/s, GPU 3,037 -> 3,280 us a step; Q8_0
-  // 247 -> 233). "attention" takes decode attention's half alone (32 blocks: no waves).
+  // The gate/up half is off by default: measured slower (2026-12-06, H100, Qwen3-8B, decode
+  // after 512 tokens): the gate/up launch's ~3,000 warps each wait for a fence and an atomic's
+  // round trip before they exit, ~6 waves of it a launch (Q4_K_M 303 -> 285 tok/s, GPU 3,037 ->
+  // 3,280 us a step; Q8_0 247 -> 233). The attention half (the combine step quantizes the heads
+  // of each group in one block, no atomics) is on: GPU 2,925 / 2,928 -> 2,905 / 2,904 us a step
+  // (2026-12-06, H100, Q4_K_M after 512 tokens). TERN_CUDA_Q8_OUTPUT=1 both, =0 neither.
   d->output_quantize_ = glu_quant != nullptr && std::strcmp(glu_quant, "1") == 0;
-  d->attention_output_quantize_ =
-      glu_quant != nullptr &&
-      (std::strcmp(glu_quant, "1") == 0 || std::strcmp(glu_quant, "attention") == 0);
+  d->attention_output_quantize_ = glu_quant == nullptr || std::strcmp(glu_quant, "0") != 0;
   const char* mmq = std::getenv("TERN_CUDA_MMQ");
   d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
+  if (const char* skip = std::getenv("TERN_CUDA_SKIP_KERNELS"); skip != nullptr && *skip != '\0') {
+    std::fprintf(stderr, "warning: TERN_CUDA_SKIP_KERNELS=%s drops those kernels: timing only, the "
+                 "outputs are wrong\n", skip);
+  }
   const char* timing = std::getenv("TERN_CUDA_TIMING");
   if (timing != nullptr && std::strcmp(timing, "1") == 0) {
     d->timing_ = true;
@@ -380,6 +385,7 @@ Result<void> CudaDevice::flush() {
   }
   queued_.clear();
   infos_.clear();
+  step_kv_stores_.clear();
   signature_.clear();
   if (failed_) return error_;
   if (!step_host_.empty()) {

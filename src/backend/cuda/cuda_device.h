@@ -215,6 +215,9 @@ class CudaDevice final : public Device {
   std::vector<Exec> execs_;  // most recently used last
   std::vector<Launch> queued_;
   std::vector<OpInfo> infos_;  // one per queued op
+  // The caches (k data) store_kv wrote in the queued step: decode attention may read the keys
+  // of earlier steps before its PDL wait only where one store (its own pass's) came before.
+  std::vector<const void*> step_kv_stores_;
   bool fuse_ = false;
   uint64_t fused_ops_ = 0;
   std::vector<uint64_t> signature_;

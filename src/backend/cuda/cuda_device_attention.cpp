@@ -19,6 +19,7 @@ using cuda_device_detail::u;
 void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
                           std::span<const int32_t> slots) {
   if (failed_ || slots.empty()) return;
+  step_kv_stores_.push_back(cache.k.data);
   auto dev_slots = stage(slots);
   if (!dev_slots) return fail(dev_slots.error());
   const TensorType type = cache.k.type;
@@ -174,12 +175,22 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   const int64_t per_block = cuda::attention_heads_per_block(a.decode_kernel, head_dim, group);
   const int64_t blocks = tokens * cache.kv_heads * ((group + per_block - 1) / per_block);
   const int64_t target = blocks_per_sm * std::max(1, info_.multiprocessors);
+  // The power of two at or above what the keys ask for (within the blocks' cap), so that a
+  // split is one pass of keys (v4: 32) where the cap allows: at 513 keys 32 splits of 32 instead
+  // of 16 of 64 (two passes a block, one load round trip after the other). Measured (2026-12-06,
+  // H100, Qwen3-8B Q4_K_M decode after 512 tokens, A B A B): GPU 2,925 / 2,928 -> 2,859 / 2,860
+  // us a step. TERN_CUDA_ATTN_SPLITS=down keeps the power of two below.
+  static const bool round_up = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_SPLITS");
+    return v == nullptr || std::strcmp(v, "down") != 0;
+  }();
   int64_t splits = 1;
   if (blocks < target) {
     const int64_t per_split = cuda::attention_split_keys(a.decode_kernel);
-    const int64_t want =
-        std::min((target + blocks - 1) / blocks, (max_keys + per_split - 1) / per_split);
+    const int64_t cap = (target + blocks - 1) / blocks;
+    const int64_t want = std::min(cap, (max_keys + per_split - 1) / per_split);
     while (splits * 2 <= want) splits *= 2;
+    if (round_up && splits < want && splits * 2 <= cap) splits *= 2;
   }
   a.splits = static_cast<int32_t>(splits);
   Temp partial;
@@ -189,6 +200,18 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
     partial = std::move(*t);
     a.partial = static_cast<float*>(partial.data);
   }
+  // The v4 kernel loads its first keys before the PDL wait where no earlier op of this step
+  // stored into the cache but this pass's own (graphs on: a step starts after the last one
+  // ended, and its staged arrays went up before it). Measured (2026-12-06, H100, Qwen3-8B Q4_K_M
+  // decode after 512 tokens, A B A B): GPU 2,925 / 2,928 -> 2,901 / 2,901 us a step; with the
+  // rounded-up splits and the combine step's quantization 2,829 / 2,828. TERN_CUDA_ATTN_EARLY=0
+  // turns it off.
+  static const bool early = [] {
+    const char* v = std::getenv("TERN_CUDA_ATTN_EARLY");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  a.early_keys = early && graphs_ &&
+                 std::count(step_kv_stores_.begin(), step_kv_stores_.end(), cache.k.data) <= 1;
   OpInfo info;
   info.kind = OpInfo::kAttention;
   info.attention = a;
@@ -212,7 +235,8 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
            static_cast<uint64_t>(a.splits),
            static_cast<uint64_t>(a.decode_kernel),
            u(a.partial),
-           u(a.ancestors)},
+           u(a.ancestors),
+           static_cast<uint64_t>(a.early_keys)},
           attention_launch(a), info);
 }
 

@@ -642,17 +642,34 @@ int pair_mode() {
   }();
   return mode;
 }
+// The single-matrix and q/k/v pairs with one warp a pair compile at 128 registers (4 blocks a
+// multiprocessor), as the gate/up pair does (gemv_pair_glu_kernel's comment: ptxas then issues
+// the unrolled loop's loads first). Measured (2026-12-06, H100, Qwen3-8B Q4_K_M after 512
+// tokens, `tern bench -p 512 -n 128 -r 3`, one build, A B A B): forcing one warp a pair at
+// ptxas's registers 2,945 -> 3,148 us a step; at 128 registers 2,898 / 2,902 (-1.6%), so with
+// these kernels one warp a pair is the default wherever pair_warps gives it (o projection and
+// down: 2,048 pairs, one wave of 512 blocks; the q/k/v launch: 3,072 pairs). Nsight Compute
+// (cold L2, each kernel alone) reads it differently per type: the Q6_K down 451.6 -> 412.7 us a
+// step, the Q4_K products 554 -> 572, the q/k/v launch 402 -> 414; inside the graph (PDL, the
+// rows prefetched into L2 before the wait) the sum is what the step time shows.
+// TERN_CUDA_GEMV_PAIR_REGS=0 keeps ptxas's choice (and the warps pair_warps gave before).
+bool pair_wide_registers() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_PAIR_REGS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
 // Warps a row pair gets: all four of a block when the pairs are few (the warps split k), one
 // when there are enough pairs to give every multiprocessor 32 warps (then each warp streams its
 // two rows alone, 4 steps of 1024 weights in flight). Measured (2026-12-04, bench): one warp a
 // pair 12.6 -> 11.3 us on 12288x4096 Q4_K, four 11.9 vs 18.3 us on 4096x12288.
 // Q8_0 keeps four warps a pair: one warp a pair took its decode step from 3.9 to 4.3 ms
 // (2026-12-04; its funnel-shifted 34-byte blocks need twice the registers).
-int pair_warps(int64_t pairs, TensorType type) {
-  const int mode = pair_mode();
-  if (mode > 10) return mode - 10;
-  if (type == TensorType::Q8_0) return kPairWarps;
-  static const int64_t target = [] {
+// Row pairs that give every multiprocessor 32 warps at one warp a pair.
+int64_t pairs_for_32_warps() {
+  static const int64_t pairs = [] {
     int device = 0, sms = 132;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
@@ -661,6 +678,23 @@ int pair_warps(int64_t pairs, TensorType type) {
     }
     return static_cast<int64_t>(sms) * 32;
   }();
+  return pairs;
+}
+// The 128-register one-warp kernels for a launch of `pairs` (n = 1, not the gate/up pair): from
+// a quarter of pairs_for_32_warps (half a wave at 4 blocks a multiprocessor) up to it; more
+// (the output head's 75,968 pairs, ~18 waves) keep ptxas's registers (Nsight Compute: Q6_K
+// output head 176.4 us at 72 registers, 188.8 at 128).
+bool pair_wide(int64_t pairs) {
+  return pair_wide_registers() && pairs >= pairs_for_32_warps() / 4 &&
+         pairs < pairs_for_32_warps();
+}
+// wide: a launch that may take pair_wide's kernels.
+int pair_warps(int64_t pairs, TensorType type, bool wide = false) {
+  const int mode = pair_mode();
+  if (mode > 10) return mode - 10;
+  if (type == TensorType::Q8_0) return kPairWarps;
+  const int64_t target = pairs_for_32_warps();
+  if (wide && pair_wide(pairs)) return 1;
   return pairs >= target ? 1 : 2 * pairs >= target ? 2 : kPairWarps;
 }
 
@@ -712,8 +746,8 @@ __device__ __forceinline__ void pair_prefetch(const uint8_t* r0, const uint8_t* 
 
 // Pairs past the end (the last block of W < 4) read row 0 and write nothing: every thread
 // reaches the shared-memory reduction.
-template <TensorType T, int W>
-__global__ void __launch_bounds__(32 * kPairWarps)
+template <TensorType T, int W, int kMinBlocks = 0>
+__global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, float* y) {
   const int64_t want = pair_index<W>() * 2;
   const bool valid = want < m;
@@ -805,8 +839,9 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
 
 // Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take
 // matrix i's row pairs (a block's pairs belong to one matrix; its type is uniform over it).
-template <int W>
-__global__ void __launch_bounds__(32 * kPairWarps) gemv_pair_multi_kernel(GemvQ8Multi g, Acts a) {
+template <int W, int kMinBlocks = 0>
+__global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
+    gemv_pair_multi_kernel(GemvQ8Multi g, Acts a) {
   const int64_t b = blockIdx.x;
   int i = 0;
   while (i + 1 < g.count && b >= g.block_ends[i]) ++i;
@@ -1102,13 +1137,16 @@ void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t*
   }
 }
 
+
 template <TensorType T, typename... Args>
 void launch_pair(int warps, int64_t pairs, cudaStream_t stream, Args... args) {
   const auto blocks = [&](int w) {
     const int64_t per = kPairWarps / w;
     return dim3(static_cast<unsigned>((pairs + per - 1) / per));
   };
-  if (warps == 1) {
+  if (warps == 1 && (pair_wide(pairs) || (pair_mode() == 11 && pair_wide_registers()))) {
+    (void)launch_pdl(gemv_pair_kernel<T, 1, 4>, blocks(1), 32 * kPairWarps, stream, args...);
+  } else if (warps == 1) {
     (void)launch_pdl(gemv_pair_kernel<T, 1>, blocks(1), 32 * kPairWarps, stream, args...);
   } else if (warps == 2) {
     (void)launch_pdl(gemv_pair_kernel<T, 2>, blocks(2), 32 * kPairWarps, stream, args...);
@@ -1132,7 +1170,7 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q6_K || T == TensorType::Q8_0) {
     if (n == 1 && pair_mode() != 0 && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
-      launch_pair<T>(pair_warps(pairs, T), pairs, stream, p, m, row_bytes, a, y);
+      launch_pair<T>(pair_warps(pairs, T, true), pairs, stream, p, m, row_bytes, a, y);
       return;
     }
     if (n > 1 && batch_pairs_enabled() && pair_type(T, k)) {
@@ -1211,7 +1249,7 @@ cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaS
     if (g.mats[i].type == TensorType::Q8_0) kind = TensorType::Q8_0;
   }
   if (pairs) {  // the same matrices, row pairs
-    const int warps = pair_warps(total, kind);
+    const int warps = pair_warps(total, kind, true);
     const int64_t per = kPairWarps / warps;
     GemvQ8Multi p = g;
     for (int i = 0; i < g.count; ++i)
@@ -1219,7 +1257,9 @@ cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaS
           (i == 0 ? 0 : p.block_ends[i - 1]) + ((g.mats[i].m + 1) / 2 + per - 1) / per;
     const int64_t blocks = p.block_ends[p.count - 1];
     if (blocks == 0) return cudaSuccess;
-    auto* kernel = warps == 1   ? gemv_pair_multi_kernel<1>
+    const bool wide = pair_wide(total) || (pair_mode() == 11 && pair_wide_registers());
+    auto* kernel = warps == 1   ? (wide ? gemv_pair_multi_kernel<1, 4>
+                                                         : gemv_pair_multi_kernel<1>)
                    : warps == 2 ? gemv_pair_multi_kernel<2>
                                 : gemv_pair_multi_kernel<4>;
     (void)launch_pdl(kernel, static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p,

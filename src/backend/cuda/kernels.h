@@ -105,8 +105,9 @@ cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaS
 // Where a launch also writes the 8-bit copy (quantize_q8's bytes, groups of 32 or 256) of its
 // one-token output for the product that reads it next, instead of a quantize launch: the gate/up
 // product for down (gemv_q8_glu) and decode attention's combine step for the o projection
-// (attention). The last writer to finish a group quantizes it. counters: kQ8OutputGroups words,
-// zero before the launch and left zero. qs == nullptr: off.
+// (attention). gate/up: the last writer to finish a group quantizes it (counters:
+// kQ8OutputGroups words, zero before the launch and left zero); the combine step: one block
+// takes a group's heads and needs no counters. qs == nullptr: off.
 constexpr int64_t kQ8OutputGroups = 4096;
 struct Q8Output {
   int8_t* qs = nullptr;
@@ -228,6 +229,10 @@ struct AttentionLaunch {
   DecodeAttentionKernel decode_kernel = DecodeAttentionKernel::kV2;
   // One token, splits > 1: combine_kernel writes out's 8-bit copy too (attention_output_quantizes).
   Q8Output out_q8;
+  // The keys before each sequence's first new position were written before this step began
+  // (no earlier op of the step stored into this cache): the v4 kernel may load them before its
+  // PDL wait, while the launch before it (the q/k norm + RoPE that stores the new keys) runs.
+  bool early_keys = false;
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // The one for this cache, GQA group (query heads a KV head) and the most keys a token of the
