@@ -308,7 +308,6 @@ template <int C, int G, bool kPipelined>
 __global__ void __launch_bounds__(32 * kWarps)
     attention_v4_kernel(AttentionLaunch a, int group, int head_chunks) {
   pdl_launch_dependents();
-  prefetch_next_weights(a);
 
   constexpr int kHd = 64 * C;
   constexpr int kU = kKeysInFlight;

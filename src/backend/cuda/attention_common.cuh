@@ -79,21 +79,6 @@ __device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_
           tree_mask, seq[2]};
 }
 
-// The block's share of a.prefetch's bytes into L2 (a launch's blocks split them in 128-byte
-// lines). Weights: no launch writes them, so before the PDL wait.
-__device__ __forceinline__ void prefetch_next_weights(const AttentionLaunch& a) {
-  if (a.prefetch == nullptr) return;
-  const int64_t lines = static_cast<int64_t>((a.prefetch_bytes + 127) / 128);
-  const int64_t blocks = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t block = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x +
-                        blockIdx.x;
-  const int64_t per = (lines + blocks - 1) / blocks;
-  const int64_t end = min(lines, (block + 1) * per);
-  const char* base = static_cast<const char*>(a.prefetch);
-  for (int64_t l = block * per + threadIdx.x; l < end; l += blockDim.x)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(base + l * 128));
-}
-
 // The block's last step: the warps' (max, sum, output) states in shared memory merged per query
 // head, written as the output (one split) or as the split's partial for combine_kernel.
 template <int G, int kHd, int kWarps>

@@ -65,7 +65,6 @@ __global__ void __launch_bounds__(32 * kWarps)
   // come on while it runs: measured 2026-12-05 (H100, decode after 16K tokens), late gains 7%
   // on Q8_0 (174 -> 188 tok/s), 3% on BF16 and Q4_K_M.
   if (!late_dependents) pdl_launch_dependents();
-  prefetch_next_weights(a);
   pdl_wait();
 
   constexpr int kRow = stage_row_halves<D>();

@@ -55,7 +55,6 @@ Result<CudaDeviceInfo> cuda_device_info(int ordinal) {
   info.major = prop.major;
   info.minor = prop.minor;
   info.multiprocessors = prop.multiProcessorCount;
-  info.l2_bytes = prop.l2CacheSize;
   TERN_CUDA_TRY(cudaSetDevice(ordinal));
   size_t free_bytes = 0, total = 0;
   TERN_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));

@@ -42,7 +42,6 @@ struct CudaDeviceInfo {
   std::string name;
   int major = 0, minor = 0;
   int multiprocessors = 0;
-  int64_t l2_bytes = 0;
   uint64_t free_bytes = 0, total_bytes = 0;
   int driver_version = 0, runtime_version = 0;
 };
@@ -160,7 +159,6 @@ class CudaDevice final : public Device {
   bool quantize_in_glu(const float* xd, void* xqd, int64_t k, int group);
   Launch attention_launch(const cuda::AttentionLaunch& a);
   bool quantize_in_attention(const float* xd, void* xqd, int64_t k, int group);
-  void prefetch_in_attention(const void* weights, size_t bytes);
   void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, int group,
                   float* yd);
   void float_token_gemv(const Tensor& w, const float* xd, float* yd);

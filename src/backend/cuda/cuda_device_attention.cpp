@@ -271,27 +271,4 @@ bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, in
   return true;
 }
 
-// The weights of a one-token product queued right after decode attention (the o projection):
-// the attention launch starts fetching them into L2 before its PDL wait, while the q/k norm +
-// RoPE launch before it runs and HBM would otherwise idle; the product then reads them from L2.
-// Up to half the L2. TERN_CUDA_ATTN_PREFETCH=0 turns it off. Not yet measured.
-void CudaDevice::prefetch_in_attention(const void* weights, size_t bytes) {
-  static const bool on = [] {
-    const char* v = std::getenv("TERN_CUDA_ATTN_PREFETCH");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  OpInfo* last = queued_info();
-  if (!on || last == nullptr || last->kind != OpInfo::kAttention ||
-      last->attention.prefetch != nullptr || info_.l2_bytes <= 0) {
-    return;
-  }
-  cuda::AttentionLaunch& a = last->attention;
-  a.prefetch = weights;
-  a.prefetch_bytes = std::min(bytes, static_cast<size_t>(info_.l2_bytes / 2));
-  // (Not a fusion: the op's launch takes a parameter more; fused_ops() stays as it was.)
-  queued_[infos_.size() - 1] = attention_launch(a);
-  signature_.insert(signature_.end(), {uint64_t{3}, uint64_t{0xF37C}, u(weights),
-                                       static_cast<uint64_t>(a.prefetch_bytes)});
-}
-
 }  // namespace tern

@@ -200,7 +200,6 @@ void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fr
   if (fresh && quantize_in_norm(xd, xqd, 1, k, group)) fresh = false;
   if (fresh && quantize_in_glu(xd, xqd, k, group)) fresh = false;
   if (fresh && quantize_in_attention(xd, xqd, k, group)) fresh = false;
-  prefetch_in_attention(w.data, static_cast<size_t>(m) * mat.row_bytes);
   const OpInfo* last = queued_info();
   if (!fresh && last->kind == OpInfo::kGemv && last->xq == xqd && last->k == k &&
       last->q8_group == group && last->multi.count < cuda::kMaxGemvMulti) {
@@ -234,8 +233,6 @@ void CudaDevice::float_token_gemv(const Tensor& w, const float* xd, float* yd) {
   const std::initializer_list<uint64_t> sig = {
       31, u(w.data), static_cast<uint64_t>(w.type), u(m), u(k), u(xd), u(yd)};
   auto overlaps = [&](const float* y, int64_t rows) { return !apart(y, rows, xd, k); };
-  prefetch_in_attention(w.data, static_cast<size_t>(m * k) * tensor_type_info(w.type).block_bytes /
-                                    tensor_type_info(w.type).block_elements);
   const OpInfo* last = queued_info();
   if (last != nullptr && last->kind == OpInfo::kFloatGemv && last->a == xd && last->k == k &&
       last->floats.type == w.type && last->floats.count < cuda::kMaxGemvFloatMulti &&

@@ -233,10 +233,6 @@ struct AttentionLaunch {
   // (no earlier op of the step stored into this cache): the v4 kernel may load them before its
   // PDL wait, while the launch before it (the q/k norm + RoPE that stores the new keys) runs.
   bool early_keys = false;
-  // Weights of the product after this one (the o projection): the decode kernels' blocks start
-  // fetching them into L2 before their PDL wait, while HBM would idle (nullptr: none).
-  const void* prefetch = nullptr;
-  size_t prefetch_bytes = 0;
 };
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // The one for this cache, GQA group (query heads a KV head) and the most keys a token of the
