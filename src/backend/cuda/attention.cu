@@ -572,8 +572,8 @@ bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
 // the last one quantize: neutral in the decode step, 2026-12-06; the quantize launch it saves
 // costs ~1.9 us of a step's GPU time inside the graph, TERN_CUDA_SKIP_KERNELS.)
 constexpr int kCombineThreads = 128;
-constexpr int kCombineChunk = 256;  // splits whose weights are in shared memory at once
-constexpr int kCombineDims = 2;     // head dims a thread (head_dim <= 256)
+constexpr int kCombineChunk = 256;   // splits whose weights are in shared memory at once
+constexpr int kCombineDims = 2;      // head dims a thread (head_dim <= 256)
 constexpr int kCombineMaxHeads = 4;  // heads a block (256 / head_dim, head_dim >= 64)
 template <int H>
 __global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLaunch a) {

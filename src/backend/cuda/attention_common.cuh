@@ -75,8 +75,8 @@ __device__ __forceinline__ TokenKeys token_keys(const AttentionLaunch& a, int64_
     tree_mask = static_cast<uint64_t>(a.ancestors[2 * token]) |
                 (static_cast<uint64_t>(a.ancestors[2 * token + 1]) << 32);
   }
-  return {a.tables + seq[3], begin, pos + 1 < begin + per ? pos + 1 : begin + per, tree_first,
-          tree_mask, seq[2]};
+  return {a.tables + seq[3], begin,     pos + 1 < begin + per ? pos + 1 : begin + per,
+          tree_first,        tree_mask, seq[2]};
 }
 
 // The block's last step: the warps' (max, sum, output) states in shared memory merged per query

@@ -165,8 +165,10 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   const char* mmq = std::getenv("TERN_CUDA_MMQ");
   d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
   if (const char* skip = std::getenv("TERN_CUDA_SKIP_KERNELS"); skip != nullptr && *skip != '\0') {
-    std::fprintf(stderr, "warning: TERN_CUDA_SKIP_KERNELS=%s drops those kernels: timing only, the "
-                 "outputs are wrong\n", skip);
+    std::fprintf(stderr,
+                 "warning: TERN_CUDA_SKIP_KERNELS=%s drops those kernels: timing only, the "
+                 "outputs are wrong\n",
+                 skip);
   }
   const char* timing = std::getenv("TERN_CUDA_TIMING");
   if (timing != nullptr && std::strcmp(timing, "1") == 0) {

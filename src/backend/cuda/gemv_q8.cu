@@ -685,8 +685,7 @@ int64_t pairs_for_32_warps() {
 // (the output head's 75,968 pairs, ~18 waves) keep ptxas's registers (Nsight Compute: Q6_K
 // output head 176.4 us at 72 registers, 188.8 at 128).
 bool pair_wide(int64_t pairs) {
-  return pair_wide_registers() && pairs >= pairs_for_32_warps() / 4 &&
-         pairs < pairs_for_32_warps();
+  return pair_wide_registers() && pairs >= pairs_for_32_warps() / 4 && pairs < pairs_for_32_warps();
 }
 // wide: a launch that may take pair_wide's kernels.
 int pair_warps(int64_t pairs, TensorType type, bool wide = false) {
@@ -1137,7 +1136,6 @@ void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t*
   }
 }
 
-
 template <TensorType T, typename... Args>
 void launch_pair(int warps, int64_t pairs, cudaStream_t stream, Args... args) {
   const auto blocks = [&](int w) {
@@ -1258,8 +1256,7 @@ cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaS
     const int64_t blocks = p.block_ends[p.count - 1];
     if (blocks == 0) return cudaSuccess;
     const bool wide = pair_wide(total) || (pair_mode() == 11 && pair_wide_registers());
-    auto* kernel = warps == 1   ? (wide ? gemv_pair_multi_kernel<1, 4>
-                                                         : gemv_pair_multi_kernel<1>)
+    auto* kernel = warps == 1   ? (wide ? gemv_pair_multi_kernel<1, 4> : gemv_pair_multi_kernel<1>)
                    : warps == 2 ? gemv_pair_multi_kernel<2>
                                 : gemv_pair_multi_kernel<4>;
     (void)launch_pdl(kernel, static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p,

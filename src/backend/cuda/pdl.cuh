@@ -53,8 +53,8 @@ inline bool skip_launch(const void* kernel) {
   for (const char* p = names; *p != '\0';) {
     const char* end = std::strchr(p, ',');
     const size_t length = end == nullptr ? std::strlen(p) : static_cast<size_t>(end - p);
-    if (length > 0 && std::string_view(name).find(std::string_view(p, length)) !=
-                          std::string_view::npos) {
+    if (length > 0 &&
+        std::string_view(name).find(std::string_view(p, length)) != std::string_view::npos) {
       return true;
     }
     p += length + (end == nullptr ? 0 : 1);
