@@ -31,8 +31,11 @@ __global__ void rope_kernel(float* x, int64_t head_dim, int64_t heads, int64_t n
   const int64_t a = neox ? pair : 2 * pair;
   const int64_t b = neox ? pair + half : 2 * pair + 1;
   const float x0 = v[a], x1 = v[b];
-  v[a] = x0 * c - x1 * s;
-  v[b] = x0 * s + x1 * c;
+  // The rotation's roundings pinned (norm.cu's fused q/k norm + RoPE must equal this bit for
+  // bit, and ptxas contracts after the code around it): x1's product first, then the FMA with
+  // x0's, as both kernels compiled to before they were pinned (2026-12-06).
+  v[a] = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+  v[b] = __fmaf_rn(x0, s, __fmul_rn(x1, c));
 }
 
 }  // namespace
