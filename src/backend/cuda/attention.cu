@@ -285,6 +285,166 @@ __device__ __forceinline__ void unpack8(const uint4& q, bool f16, float (&v)[8])
   }
 }
 
+constexpr int kCombineThreads = 128;
+constexpr int kCombineChunk = 256;   // splits whose weights are in shared memory at once
+constexpr int kCombineDims = 2;      // head dims a thread (head_dim <= 256)
+constexpr int kCombineMaxHeads = 4;  // heads a block (256 / head_dim, head_dim >= 64)
+
+// What merge_splits keeps in shared memory for H heads (row y of the block a head).
+template <int H>
+struct MergeShared {
+  float warp_max[H][kCombineThreads / 32];
+  float weight[H][kCombineChunk], split_sum[H][kCombineChunk];
+};
+template <bool kFromL2>
+__device__ __forceinline__ float load_partial(const float* p) {
+  return kFromL2 ? __ldcg(p) : *p;
+}
+
+// Head qh's (token * heads + head) split partials merged by the kCombineThreads threads of block
+// row y: writes out (its 8-bit copy for groups of 32) and, when `values` is set, the head's
+// values there (values[d]). Every thread of the block calls it (block barriers). kFromL2: the
+// partials were written by other blocks of the running launch (read past L1).
+template <int H, bool kFromL2>
+__device__ __forceinline__ void merge_splits(const AttentionLaunch& a, int64_t qh, int y,
+                                             MergeShared<H>& sh, float* values) {
+  const int64_t hd = a.head_dim, stride = hd + 2;
+  const int splits = a.splits;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid % 32, warp = tid / 32;
+  const float* part = a.partial + qh * splits * stride;
+  float mx = -INFINITY;
+  for (int s = tid; s < splits; s += kCombineThreads) {
+    mx = fmaxf(mx, load_partial<kFromL2>(part + s * stride + hd));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if (lane == 0) sh.warp_max[y][warp] = mx;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kCombineThreads / 32; ++w) mx = fmaxf(mx, sh.warp_max[y][w]);
+
+  // (Every head of the block takes the same chunks: the barriers are the whole block's. A head
+  // no split saw, mx = -inf, weighs every split 0 and writes 0.)
+  float o[kCombineDims] = {}, total[kCombineDims] = {};
+  for (int s0 = 0; s0 < splits; s0 += kCombineChunk) {
+    const int n = splits - s0 < kCombineChunk ? splits - s0 : kCombineChunk;
+    __syncthreads();  // the chunk before is read
+    for (int i = tid; i < n; i += kCombineThreads) {
+      const float* p = part + (s0 + i) * stride;
+      sh.weight[y][i] = mx == -INFINITY ? 0.0f : expf(load_partial<kFromL2>(p + hd) - mx);
+      sh.split_sum[y][i] = load_partial<kFromL2>(p + hd + 1);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kCombineDims; ++j) {
+      const int64_t d = tid + j * kCombineThreads;
+      if (d >= hd) break;
+      const float* p = part + s0 * stride + d;
+      float acc = o[j], t = total[j];
+#pragma unroll 8
+      for (int i = 0; i < n; ++i) {
+        t += sh.split_sum[y][i] * sh.weight[y][i];
+        acc += load_partial<kFromL2>(p + i * stride) * sh.weight[y][i];
+      }
+      o[j] = acc, total[j] = t;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kCombineDims; ++j) {
+    const int64_t d = tid + j * kCombineThreads;
+    if (d >= hd) break;
+    const float value = total[j] > 0.0f ? o[j] / total[j] : 0.0f;
+    a.out[qh * hd + d] = value;
+    if (values != nullptr) values[d] = value;
+    if (a.out_q8.qs != nullptr && a.out_q8.group == 32) {
+      // Groups of 32: this warp's values are one (head_dim a multiple of 32).
+      const int64_t first = qh * hd + d - lane;
+      quantize_group32_warp(value, lane, a.out_q8.qs + first, a.out_q8.d + first / 32,
+                            a.out_q8.s + first / 32);
+    }
+  }
+}
+
+// Group `group` of 256 output values quantized by warp 0 from values (shared memory), as
+// quantize_q8's group-256 kernel would.
+__device__ __forceinline__ void quantize_merged_group(const AttentionLaunch& a, const float* values,
+                                                      int64_t group) {
+  if (threadIdx.x >= 32) return;
+  const int lane = static_cast<int>(threadIdx.x);
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = values[lane * 8 + i];
+  quantize_group256_warp(v, lane, a.out_q8.qs + group * 256, a.out_q8.d + group * 8,
+                         a.out_q8.s + group * 8);
+}
+
+// The splits' (output, max, sum) triples of one token's query heads merged: a block of
+// kCombineThreads x H threads takes H heads (threadIdx.y a head). Reads the partials once; writes
+// out (and its 8-bit copy with out_q8).
+// The splits' maxima are read a thread a split and their weights exp(m_s - m) put in shared
+// memory a chunk at a time; each output dim then sums over the splits with 8 loads in flight.
+// Why: the loop before read each split's max, then each split's sum and value, one L2 round trip
+// after another (16 splits at 512 keys): Nsight Compute (2026-12-06, H100, Qwen3-8B Q4_K_M decode
+// after 512 tokens, cold L2) put it at 7.3 us a launch, 263 us of a 3,877 us step (6.8%).
+// The same products summed in the same order (split 0 first): the same results. Measured
+// (2026-12-06, H100, Qwen3-8B Q4_K_M, `tern bench -p 512 -n 128 -r 3` with TERN_CUDA_TIMING=1,
+// this build against the one before, A B A B): GPU time a decode step 3,041 / 3,036 -> 3,005 /
+// 3,008 us (-1.1%).
+// With out_q8 of groups of 256 a block takes the 256 / head_dim heads of a group (H) and
+// quantizes it from shared memory with quantize_q8's warp function: no other block is waited
+// for. (The version before counted finished heads with a fence and an atomic a block and let
+// the last one quantize: neutral in the decode step, 2026-12-06; the quantize launch it saves
+// costs ~1.9 us of a step's GPU time inside the graph, TERN_CUDA_SKIP_KERNELS.)
+template <int H>
+__global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLaunch a) {
+  pdl_launch_dependents();
+  pdl_wait();
+
+  __shared__ MergeShared<H> sh;
+  __shared__ float group_values[256];
+  const int y = static_cast<int>(threadIdx.y);
+  const int64_t qh = static_cast<int64_t>(blockIdx.x) * H + y;  // token * heads + head
+  const bool group256 = a.out_q8.qs != nullptr && a.out_q8.group == 256;
+  merge_splits<H, false>(a, qh, y, sh, group256 ? group_values + y * a.head_dim : nullptr);
+  if (!group256) return;
+  __syncthreads();
+  if (y != 0) return;
+  quantize_merged_group(a, group_values, static_cast<int64_t>(blockIdx.x) * H * a.head_dim / 256);
+}
+
+// a.merge_counters set (the v4 kernel, TERN_CUDA_ATTN_MERGE=last): the block of each (token, KV
+// head, chunk) that finishes its split last merges the splits of its heads itself, instead of
+// a combine_kernel launch: every block counts itself done after a fence (its partial visible),
+// and the last reads the partials back from L2 and merges them as combine_kernel does (the same
+// sums in the same order). With out_q8 of groups of 256 the block's heads are one group
+// (merge_in_attention). Why: a launch costs ~2.4 us inside the decode step (TERN_CUDA_SKIP_KERNELS,
+// 2026-12-06), the fence and the atomic ~1 us once. Not yet run on a GPU.
+static_assert(32 * kWarps == kCombineThreads, "merge_if_last: the v4 block merges");
+__device__ __forceinline__ void merge_if_last(const AttentionLaunch& a, int gcount, int64_t token,
+                                              int64_t h0) {
+  __shared__ bool last;
+  __shared__ MergeShared<1> sh;
+  __shared__ float group_values[256];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(a.merge_counters + blockIdx.x, 1u) == static_cast<uint32_t>(a.splits - 1);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const bool group256 = a.out_q8.qs != nullptr && a.out_q8.group == 256;
+  for (int g = 0; g < gcount; ++g) {
+    merge_splits<1, true>(a, token * a.heads + h0 + g, 0, sh,
+                          group256 ? group_values + g * a.head_dim : nullptr);
+  }
+  if (threadIdx.x == 0) a.merge_counters[blockIdx.x] = 0;  // for the next launch
+  if (!group256) return;
+  __syncthreads();
+  quantize_merged_group(a, group_values, (token * a.heads + h0) * a.head_dim / 256);
+}
+
 // v4 (2026-12-04): 8 lanes a key. v2 is latency-bound (Nsight Compute: 4 warps an SM, no eligible
 // warp 92% of the time): one lane walks a whole key, ~3,400 dependent instructions a tile. Here
 // a key is split over 8 lanes (lane i holds dims [64c + 8i, 64c + 8i + 8) of every 64-dim chunk
@@ -482,6 +642,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
   __syncthreads();
   store_block_output<G, kHd, kWarps>(a, sm, sl, sacc, gcount, token, h0, split);
+  if (a.merge_counters != nullptr) merge_if_last(a, gcount, token, h0);
 }
 
 // TERN_CUDA_ATTN_PIPE=1: the v4 kernel that loads a pass ahead (A/B runs until measured).
@@ -571,87 +732,6 @@ bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
 // for. (The version before counted finished heads with a fence and an atomic a block and let
 // the last one quantize: neutral in the decode step, 2026-12-06; the quantize launch it saves
 // costs ~1.9 us of a step's GPU time inside the graph, TERN_CUDA_SKIP_KERNELS.)
-constexpr int kCombineThreads = 128;
-constexpr int kCombineChunk = 256;   // splits whose weights are in shared memory at once
-constexpr int kCombineDims = 2;      // head dims a thread (head_dim <= 256)
-constexpr int kCombineMaxHeads = 4;  // heads a block (256 / head_dim, head_dim >= 64)
-template <int H>
-__global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLaunch a) {
-  pdl_launch_dependents();
-  pdl_wait();
-
-  __shared__ float warp_max[H][kCombineThreads / 32];
-  __shared__ float weight[H][kCombineChunk], split_sum[H][kCombineChunk];
-  const int y = static_cast<int>(threadIdx.y);
-  const int64_t qh = static_cast<int64_t>(blockIdx.x) * H + y;  // token * heads + head
-  const int64_t hd = a.head_dim, stride = hd + 2;
-  const int splits = a.splits;
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const float* part = a.partial + qh * splits * stride;
-  float mx = -INFINITY;
-  for (int s = static_cast<int>(threadIdx.x); s < splits; s += kCombineThreads) {
-    mx = fmaxf(mx, part[s * stride + hd]);
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if (lane == 0) warp_max[y][warp] = mx;
-  __syncthreads();
-#pragma unroll
-  for (int w = 0; w < kCombineThreads / 32; ++w) mx = fmaxf(mx, warp_max[y][w]);
-
-  // (Every head of the block takes the same chunks: the barriers are the whole block's. A head
-  // no split saw, mx = -inf, weighs every split 0 and writes 0.)
-  float o[kCombineDims] = {}, total[kCombineDims] = {};
-  for (int s0 = 0; s0 < splits; s0 += kCombineChunk) {
-    const int n = splits - s0 < kCombineChunk ? splits - s0 : kCombineChunk;
-    __syncthreads();  // the chunk before is read
-    for (int i = static_cast<int>(threadIdx.x); i < n; i += kCombineThreads) {
-      const float* p = part + (s0 + i) * stride;
-      weight[y][i] = mx == -INFINITY ? 0.0f : expf(p[hd] - mx);
-      split_sum[y][i] = p[hd + 1];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kCombineDims; ++j) {
-      const int64_t d = threadIdx.x + j * kCombineThreads;
-      if (d >= hd) break;
-      const float* p = part + s0 * stride + d;
-      float acc = o[j], t = total[j];
-#pragma unroll 8
-      for (int i = 0; i < n; ++i) {
-        t += split_sum[y][i] * weight[y][i];
-        acc += p[i * stride] * weight[y][i];
-      }
-      o[j] = acc, total[j] = t;
-    }
-  }
-  __shared__ float group_values[256];
-  const bool group256 = a.out_q8.qs != nullptr && a.out_q8.group == 256;
-#pragma unroll
-  for (int j = 0; j < kCombineDims; ++j) {
-    const int64_t d = threadIdx.x + j * kCombineThreads;
-    if (d >= hd) break;
-    const float value = total[j] > 0.0f ? o[j] / total[j] : 0.0f;
-    a.out[qh * hd + d] = value;
-    if (group256) group_values[y * hd + d] = value;  // H x head_dim = 256
-    if (a.out_q8.qs != nullptr && a.out_q8.group == 32) {
-      // Groups of 32: this warp's values are one (head_dim a multiple of 32).
-      const int64_t first = qh * hd + d - lane;
-      quantize_group32_warp(value, lane, a.out_q8.qs + first, a.out_q8.d + first / 32,
-                            a.out_q8.s + first / 32);
-    }
-  }
-  if (!group256) return;
-  __syncthreads();
-  if (y != 0 || warp != 0) return;
-  const int64_t group = static_cast<int64_t>(blockIdx.x) * H * hd / 256;
-  float v[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = group_values[lane * 8 + i];
-  quantize_group256_warp(v, lane, a.out_q8.qs + group * 256, a.out_q8.d + group * 8,
-                         a.out_q8.s + group * 8);
-}
-
 // Query heads a v2 block holds (up to kMaxGroup; the rest of a group: more blocks).
 int v2_heads_per_block(int group) {
   return group >= kMaxGroup ? kMaxGroup : group > 2 ? 4 : group;
@@ -750,6 +830,19 @@ bool attention_output_quantizes(const AttentionLaunch& a, int group) {
          k % 256 == 0;
 }
 
+bool merge_in_attention(const AttentionLaunch& a, int64_t counters) {
+  if (a.decode_kernel != DecodeAttentionKernel::kV4 || a.splits <= 1 || a.head_dim <= 0 ||
+      a.kv_heads <= 0 || (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
+    return false;
+  }
+  const int group = static_cast<int>(a.heads / a.kv_heads);
+  const int g = v4_heads_per_block(group, static_cast<int>(a.head_dim / 64));
+  const int64_t blocks = a.tokens * a.kv_heads * ((group + g - 1) / g);
+  if (blocks > counters) return false;
+  if (a.out_q8.qs == nullptr || a.out_q8.group == 32) return true;
+  return a.out_q8.group == 256 && g * a.head_dim == 256 && group % g == 0;
+}
+
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   if (a.out_q8.qs != nullptr && !attention_output_quantizes(a, a.out_q8.group)) {
@@ -778,6 +871,10 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   }
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess || a.splits == 1) return status;
+  // (v4 merged its splits itself; v2, where v4 declined the shape, ignores the counters.)
+  if (a.merge_counters != nullptr && a.decode_kernel == DecodeAttentionKernel::kV4 && launched) {
+    return status;
+  }
   static_assert(kCombineThreads * kCombineDims >= 256, "head_dim <= 256 (attention_supported)");
   // A group of 256 quantized in one block: its 256 / head_dim heads (attention_output_quantizes).
   const int64_t heads = a.out_q8.qs != nullptr && a.out_q8.group == 256 ? 256 / a.head_dim : 1;
