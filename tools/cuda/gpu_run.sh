@@ -3,7 +3,8 @@
 # tools/cuda/make_bundle.sh left in .gpu/ (binaries built here with -DTERN_CUDA=ON plus the
 # non-system libraries they load). Stages (arguments, default tests kernels bench): tests,
 # kernels, bench, ab (tern configurations and llama-bench, interleaved), prev (an earlier build's
-# tern against this one, .gpu/tern-prev.xz), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
+# tern against this one, .gpu/tern-prev.xz), skips (what each kernel costs inside the decode step:
+# TERN_CUDA_SKIP_KERNELS), model (write the Qwen3-8B-shaped Q4_K_M file only), profile (Nsight Compute:
 # cold-L2 time of every kernel of a decode step, tools/cuda/ncu_summary.py), compare (tern bench
 # and llama.cpp's llama-bench on the same file, interleaved), files (the Q8_0 and BF16 files),
 # long (prefill 4096, decode after 16K, 8 sequences batched; MODEL), parallel (8 sequences
@@ -570,6 +571,28 @@ if [[ " $stages " == *" prev "* ]]; then
   else
     echo "prev: no .gpu/tern-prev.xz carried" >>"$summary"
   fi
+fi
+if [[ " $stages " == *" skips "* ]]; then
+  # What each kernel costs inside the captured decode step: the step's GPU time with the launches
+  # of one kernel dropped (TERN_CUDA_SKIP_KERNELS, timing only), against the full step, on MODEL
+  # with SKIPS_ARGS. SKIPS: ';'-separated sets of names (mangled-name substrings). Prints one
+  # table line a set: GPU us a step and what the dropped launches cost.
+  model=${MODEL:-/tmp/q4km.gguf}
+  IFS=';' read -ra skip_sets <<<"${SKIPS:-row_norm_kernel;rms_norm_rope_kernel;attention_v4_kernel;combine_kernel;quantize_q8;gemv_pair_multi_kernel;gemv_pair_kernel;gemv_pair_glu_kernel;row_norm_kernel,rms_norm_rope_kernel,attention_v4_kernel,combine_kernel,quantize_q8}"
+  step_gpu() { grep -o 'gpu [0-9][0-9]*' "$1" | head -1 | cut -d' ' -f2; }
+  TERN_CUDA_TIMING=1 timeout 150 $T/bin/tern bench --device cuda -m "$model" ${SKIPS_ARGS:--p 512 -n 128 -r 2} \
+    >"$OUT/skips-none.log" 2>&1
+  base=$(step_gpu "$OUT/skips-none.log")
+  echo "| dropped | GPU us a step | their cost a step |" >>"$summary"
+  echo "| --- | ---: | ---: |" >>"$summary"
+  echo "| nothing | $base | |" >>"$summary"
+  for set in "${skip_sets[@]}"; do
+    log="$OUT/skips-$(echo "$set" | tr -c 'A-Za-z0-9\n' '_').log"
+    TERN_CUDA_SKIP_KERNELS=$set TERN_CUDA_TIMING=1 timeout 150 $T/bin/tern bench --device cuda \
+      -m "$model" ${SKIPS_ARGS:--p 512 -n 128 -r 2} >"$log" 2>&1
+    gpu=$(step_gpu "$log")
+    echo "| $set | $gpu | $(( ${base:-0} - ${gpu:-0} )) |" >>"$summary"
+  done
 fi
 if [[ " $stages " == *" bench "* ]]; then
   timeout 240 $T/bin/tern bench --device cuda -m /tmp/q4km.gguf -p 512 -n 128 -r 3 >"$OUT/bench.log" 2>&1
