@@ -263,9 +263,8 @@ CudaDevice::Launch CudaDevice::attention_launch(const cuda::AttentionLaunch& a) 
 // input), when that launch is the last queued op and its combine step can take it.
 bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, int group) {
   OpInfo* last = queued_info();
-  if (!attention_output_quantize_ || q8_counters_ == nullptr || last == nullptr ||
-      last->kind != OpInfo::kAttention || last->attention.out != xd ||
-      last->attention.out_q8.qs != nullptr ||
+  if (!attention_output_quantize_ || last == nullptr || last->kind != OpInfo::kAttention ||
+      last->attention.out != xd || last->attention.out_q8.qs != nullptr ||
       last->attention.heads * last->attention.head_dim != k ||
       !cuda::attention_output_quantizes(last->attention, group)) {
     return false;
@@ -275,8 +274,7 @@ bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, in
   a.out_q8.qs = const_cast<int8_t*>(q.qs);
   a.out_q8.d = const_cast<float*>(q.d);
   a.out_q8.s = const_cast<float*>(q.s);
-  a.out_q8.counters = q8_counters_;
-  a.out_q8.group = group;
+  a.out_q8.group = group;  // (the combine step quantizes in-block: no counters)
   // The kernel's own merge takes groups of 256 only where each block's heads are whole groups.
   if (a.merge_counters != nullptr && !cuda::merge_in_attention(a, cuda::kQ8OutputGroups)) {
     a.merge_counters = nullptr;

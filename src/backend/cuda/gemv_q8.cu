@@ -691,6 +691,11 @@ int64_t pairs_for_32_warps() {
 bool pair_wide(int64_t pairs) {
   return pair_wide_registers() && pairs >= pairs_for_32_warps() / 4 && pairs < pairs_for_32_warps();
 }
+// Whether a one-warp launch of `pairs` takes the 128-register kernels: pair_wide's shapes, or
+// every shape when TERN_CUDA_GEMV_PAIR=w1 forces one warp a pair (the tests' small shapes).
+bool pair_wide_kernel(int64_t pairs) {
+  return pair_wide(pairs) || (pair_mode() == 11 && pair_wide_registers());
+}
 // wide: a launch that may take pair_wide's kernels.
 int pair_warps(int64_t pairs, TensorType type, bool wide = false) {
   const int mode = pair_mode();
@@ -1146,7 +1151,7 @@ void launch_pair(int warps, int64_t pairs, cudaStream_t stream, Args... args) {
     const int64_t per = kPairWarps / w;
     return dim3(static_cast<unsigned>((pairs + per - 1) / per));
   };
-  if (warps == 1 && (pair_wide(pairs) || (pair_mode() == 11 && pair_wide_registers()))) {
+  if (warps == 1 && pair_wide_kernel(pairs)) {
     (void)launch_pdl(gemv_pair_kernel<T, 1, 4>, blocks(1), 32 * kPairWarps, stream, args...);
   } else if (warps == 1) {
     (void)launch_pdl(gemv_pair_kernel<T, 1>, blocks(1), 32 * kPairWarps, stream, args...);
@@ -1259,10 +1264,11 @@ cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaS
           (i == 0 ? 0 : p.block_ends[i - 1]) + ((g.mats[i].m + 1) / 2 + per - 1) / per;
     const int64_t blocks = p.block_ends[p.count - 1];
     if (blocks == 0) return cudaSuccess;
-    const bool wide = pair_wide(total) || (pair_mode() == 11 && pair_wide_registers());
-    auto* kernel = warps == 1   ? (wide ? gemv_pair_multi_kernel<1, 4> : gemv_pair_multi_kernel<1>)
-                   : warps == 2 ? gemv_pair_multi_kernel<2>
-                                : gemv_pair_multi_kernel<4>;
+    auto* kernel =
+        warps == 1
+            ? (pair_wide_kernel(total) ? gemv_pair_multi_kernel<1, 4> : gemv_pair_multi_kernel<1>)
+        : warps == 2 ? gemv_pair_multi_kernel<2>
+                     : gemv_pair_multi_kernel<4>;
     (void)launch_pdl(kernel, static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p,
                      acts(xq, 1, k));
     return cudaGetLastError();
