@@ -296,16 +296,11 @@ struct MergeShared {
   float warp_max[H][kCombineThreads / 32];
   float weight[H][kCombineChunk], split_sum[H][kCombineChunk];
 };
-template <bool kFromL2>
-__device__ __forceinline__ float load_partial(const float* p) {
-  return kFromL2 ? __ldcg(p) : *p;
-}
 
 // Head qh's (token * heads + head) split partials merged by the kCombineThreads threads of block
 // row y: writes out (its 8-bit copy for groups of 32) and, when `values` is set, the head's
-// values there (values[d]). Every thread of the block calls it (block barriers). kFromL2: the
-// partials were written by other blocks of the running launch (read past L1).
-template <int H, bool kFromL2>
+// values there (values[d]). Every thread of the block calls it (block barriers).
+template <int H>
 __device__ __forceinline__ void merge_splits(const AttentionLaunch& a, int64_t qh, int y,
                                              MergeShared<H>& sh, float* values) {
   const int64_t hd = a.head_dim, stride = hd + 2;
@@ -315,7 +310,7 @@ __device__ __forceinline__ void merge_splits(const AttentionLaunch& a, int64_t q
   const float* part = a.partial + qh * splits * stride;
   float mx = -INFINITY;
   for (int s = tid; s < splits; s += kCombineThreads) {
-    mx = fmaxf(mx, load_partial<kFromL2>(part + s * stride + hd));
+    mx = fmaxf(mx, part[s * stride + hd]);
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -332,8 +327,8 @@ __device__ __forceinline__ void merge_splits(const AttentionLaunch& a, int64_t q
     __syncthreads();  // the chunk before is read
     for (int i = tid; i < n; i += kCombineThreads) {
       const float* p = part + (s0 + i) * stride;
-      sh.weight[y][i] = mx == -INFINITY ? 0.0f : expf(load_partial<kFromL2>(p + hd) - mx);
-      sh.split_sum[y][i] = load_partial<kFromL2>(p + hd + 1);
+      sh.weight[y][i] = mx == -INFINITY ? 0.0f : expf(p[hd] - mx);
+      sh.split_sum[y][i] = p[hd + 1];
     }
     __syncthreads();
 #pragma unroll
@@ -345,7 +340,7 @@ __device__ __forceinline__ void merge_splits(const AttentionLaunch& a, int64_t q
 #pragma unroll 8
       for (int i = 0; i < n; ++i) {
         t += sh.split_sum[y][i] * sh.weight[y][i];
-        acc += load_partial<kFromL2>(p + i * stride) * sh.weight[y][i];
+        acc += p[i * stride] * sh.weight[y][i];
       }
       o[j] = acc, total[j] = t;
     }
@@ -396,6 +391,9 @@ __device__ __forceinline__ void quantize_merged_group(const AttentionLaunch& a, 
 // for. (The version before counted finished heads with a fence and an atomic a block and let
 // the last one quantize: neutral in the decode step, 2026-12-06; the quantize launch it saves
 // costs ~1.9 us of a step's GPU time inside the graph, TERN_CUDA_SKIP_KERNELS.)
+// (Tried and removed: the attention kernel's last block of each head group merging the splits
+// itself after a fence and an atomic count, no combine launch: GPU time a step 2,797 -> 2,858 us;
+// 2026-12-06, H100, Qwen3-8B Q4_K_M decode after 512 tokens, A B A B.)
 template <int H>
 __global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLaunch a) {
   pdl_launch_dependents();
@@ -406,43 +404,11 @@ __global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLa
   const int y = static_cast<int>(threadIdx.y);
   const int64_t qh = static_cast<int64_t>(blockIdx.x) * H + y;  // token * heads + head
   const bool group256 = a.out_q8.qs != nullptr && a.out_q8.group == 256;
-  merge_splits<H, false>(a, qh, y, sh, group256 ? group_values + y * a.head_dim : nullptr);
+  merge_splits<H>(a, qh, y, sh, group256 ? group_values + y * a.head_dim : nullptr);
   if (!group256) return;
   __syncthreads();
   if (y != 0) return;
   quantize_merged_group(a, group_values, static_cast<int64_t>(blockIdx.x) * H * a.head_dim / 256);
-}
-
-// a.merge_counters set (the v4 kernel, TERN_CUDA_ATTN_MERGE=last): the block of each (token, KV
-// head, chunk) that finishes its split last merges the splits of its heads itself, instead of
-// a combine_kernel launch: every block counts itself done after a fence (its partial visible),
-// and the last reads the partials back from L2 and merges them as combine_kernel does (the same
-// sums in the same order). With out_q8 of groups of 256 the block's heads are one group
-// (merge_in_attention). Why: a launch costs ~2.4 us inside the decode step (TERN_CUDA_SKIP_KERNELS,
-// 2026-12-06), the fence and the atomic ~1 us once. Not yet run on a GPU.
-static_assert(32 * kWarps == kCombineThreads, "merge_if_last: the v4 block merges");
-__device__ __forceinline__ void merge_if_last(const AttentionLaunch& a, int gcount, int64_t token,
-                                              int64_t h0) {
-  __shared__ bool last;
-  __shared__ MergeShared<1> sh;
-  __shared__ float group_values[256];
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last = atomicAdd(a.merge_counters + blockIdx.x, 1u) == static_cast<uint32_t>(a.splits - 1);
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const bool group256 = a.out_q8.qs != nullptr && a.out_q8.group == 256;
-  for (int g = 0; g < gcount; ++g) {
-    merge_splits<1, true>(a, token * a.heads + h0 + g, 0, sh,
-                          group256 ? group_values + g * a.head_dim : nullptr);
-  }
-  if (threadIdx.x == 0) a.merge_counters[blockIdx.x] = 0;  // for the next launch
-  if (!group256) return;
-  __syncthreads();
-  quantize_merged_group(a, group_values, (token * a.heads + h0) * a.head_dim / 256);
 }
 
 // v4 (2026-12-04): 8 lanes a key. v2 is latency-bound (Nsight Compute: 4 warps an SM, no eligible
@@ -642,7 +608,6 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
   __syncthreads();
   store_block_output<G, kHd, kWarps>(a, sm, sl, sacc, gcount, token, h0, split);
-  if (a.merge_counters != nullptr) merge_if_last(a, gcount, token, h0);
 }
 
 // TERN_CUDA_ATTN_PIPE=1: the v4 kernel that loads a pass ahead (A/B runs until measured).
@@ -830,19 +795,6 @@ bool attention_output_quantizes(const AttentionLaunch& a, int group) {
          k % 256 == 0;
 }
 
-bool merge_in_attention(const AttentionLaunch& a, int64_t counters) {
-  if (a.decode_kernel != DecodeAttentionKernel::kV4 || a.splits <= 1 || a.head_dim <= 0 ||
-      a.kv_heads <= 0 || (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
-    return false;
-  }
-  const int group = static_cast<int>(a.heads / a.kv_heads);
-  const int g = v4_heads_per_block(group, static_cast<int>(a.head_dim / 64));
-  const int64_t blocks = a.tokens * a.kv_heads * ((group + g - 1) / g);
-  if (blocks > counters) return false;
-  if (a.out_q8.qs == nullptr || a.out_q8.group == 32) return true;
-  return a.out_q8.group == 256 && g * a.head_dim == 256 && group % g == 0;
-}
-
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   if (a.out_q8.qs != nullptr && !attention_output_quantizes(a, a.out_q8.group)) {
@@ -871,10 +823,6 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   }
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess || a.splits == 1) return status;
-  // (v4 merged its splits itself; v2, where v4 declined the shape, ignores the counters.)
-  if (a.merge_counters != nullptr && a.decode_kernel == DecodeAttentionKernel::kV4 && launched) {
-    return status;
-  }
   static_assert(kCombineThreads * kCombineDims >= 256, "head_dim <= 256 (attention_supported)");
   // A group of 256 quantized in one block: its 256 / head_dim heads (attention_output_quantizes).
   const int64_t heads = a.out_q8.qs != nullptr && a.out_q8.group == 256 ? 256 / a.head_dim : 1;

@@ -212,16 +212,6 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   }();
   a.early_keys = early && graphs_ &&
                  std::count(step_kv_stores_.begin(), step_kv_stores_.end(), cache.k.data) <= 1;
-  // TERN_CUDA_ATTN_MERGE=last: the v4 kernel's last block of each head group merges the splits
-  // (no combine launch). For A/B runs until measured.
-  static const bool merge_last = [] {
-    const char* v = std::getenv("TERN_CUDA_ATTN_MERGE");
-    return v != nullptr && std::strcmp(v, "last") == 0;
-  }();
-  if (merge_last && graphs_ && q8_counters_ != nullptr &&
-      cuda::merge_in_attention(a, cuda::kQ8OutputGroups)) {
-    a.merge_counters = q8_counters_;
-  }
   OpInfo info;
   info.kind = OpInfo::kAttention;
   info.attention = a;
@@ -246,8 +236,7 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
            static_cast<uint64_t>(a.decode_kernel),
            u(a.partial),
            u(a.ancestors),
-           static_cast<uint64_t>(a.early_keys),
-           u(a.merge_counters)},
+           static_cast<uint64_t>(a.early_keys)},
           attention_launch(a), info);
 }
 
@@ -275,10 +264,6 @@ bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, in
   a.out_q8.d = const_cast<float*>(q.d);
   a.out_q8.s = const_cast<float*>(q.s);
   a.out_q8.group = group;  // (the combine step quantizes in-block: no counters)
-  // The kernel's own merge takes groups of 256 only where each block's heads are whole groups.
-  if (a.merge_counters != nullptr && !cuda::merge_in_attention(a, cuda::kQ8OutputGroups)) {
-    a.merge_counters = nullptr;
-  }
   fuse_into(infos_.size() - 1, {36, u(xqd), static_cast<uint64_t>(group)}, attention_launch(a),
             *last);
   return true;

@@ -233,13 +233,7 @@ struct AttentionLaunch {
   // (no earlier op of the step stored into this cache): the v4 kernel may load them before its
   // PDL wait, while the launch before it (the q/k norm + RoPE that stores the new keys) runs.
   bool early_keys = false;
-  // The v4 kernel's last block of each (token, KV head, chunk) merges the splits itself, no
-  // combine launch (merge_in_attention): one zero word a block of grid x, left zero.
-  uint32_t* merge_counters = nullptr;
 };
-// Whether the v4 kernel can merge the splits of `a` itself: as many blocks of grid x as
-// counters, and 8-bit outputs of groups of 256 only where each block's heads are whole groups.
-bool merge_in_attention(const AttentionLaunch& a, int64_t counters);
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // The one for this cache, GQA group (query heads a KV head) and the most keys a token of the
 // batch sees: the tensor-core kernel from 8K keys on, or for groups v4 would cut into uneven

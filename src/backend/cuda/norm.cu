@@ -24,8 +24,6 @@
 // decode 315.2 -> 343.1 tok/s (TERN_CUDA_ROPE_MERGE=0 against the default, same call).
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 
@@ -185,20 +183,12 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // Threads and float4 steps per thread for a row of `cols`; false when the row kernels do not
 // apply (cols % 4 != 0 or too long): the looping kernels below take those.
-// TERN_CUDA_NORM_STEPS=2|4: at least that many float4s a thread for rows of 1,024 columns or
-// more, so fewer threads a row (the decode step's one-block norm takes 1,024 threads at 4,096
-// columns: a 32-warp reduction). Head rows keep one float4 a lane: rms_norm_rope_kernel sums
-// their squares in that order. For A/B runs; not yet measured (2026-12-06).
+// (Fewer threads a row, 2 or 4 float4s a thread at 4,096 columns, measured slower in the decode
+// step: 2,797 -> 2,823 / 2,861 us; 2026-12-06, H100, Qwen3-8B Q4_K_M after 512 tokens.)
 bool row_shape(int64_t cols, bool quant, int& threads, int& steps) {
   if (cols % 4 != 0 || (quant && cols % 32 != 0)) return false;
-  static const int min_steps = [] {
-    const char* v = std::getenv("TERN_CUDA_NORM_STEPS");
-    const int n = v == nullptr ? 1 : std::atoi(v);
-    return n == 2 || n == 4 ? n : 1;
-  }();
   const int64_t quads = cols / 4;
   for (int s : {1, 2, 4}) {
-    if (s < min_steps && quads >= 256) continue;
     if (quads <= static_cast<int64_t>(kRowThreads) * s) {
       steps = s;
       threads = static_cast<int>(((quads + s - 1) / s + 31) / 32 * 32);
