@@ -705,6 +705,16 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
   rope.rotary_dim = head_dim;
   rope.theta = 1000000.0f;
   rope.neox = true;
+  // The paged cache's earlier keys and values (F16 in [-1, 1)), and the block table of the one
+  // sequence attention reads when tokens == 1: pool block 0 holds the step's position.
+  std::vector<uint16_t> old_keys, old_values;
+  for (int64_t i = 0; i < 50 * 16 * kv_heads * head_dim; ++i) {
+    old_keys.push_back(float_to_fp16(std::uniform_real_distribution<float>(-1, 1)(rng_)));
+    old_values.push_back(float_to_fp16(std::uniform_real_distribution<float>(-1, 1)(rng_)));
+  }
+  std::vector<int32_t> table;
+  for (int32_t b = 0; b < 48; ++b) table.push_back(b + 1);
+  table.push_back(0);
   auto other = CudaDevice::create(0);
   ASSERT_TRUE(other.ok()) << other.error().message;
   (*other)->set_fusion(false);
@@ -758,15 +768,30 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     cache.block_size = 16;
     cache.kv_heads = kv_heads;
     cache.head_dim = head_dim;
-    const int64_t pool = 4;
+    // Room for one sequence's 778 positions (block 48, the step's, is pool block 0: slot 9).
+    const int64_t pool = 50;
     const size_t cache_bytes = static_cast<size_t>(pool * 16 * kv_heads * head_dim * 2);
-    std::vector<uint8_t> zeros(cache_bytes, 0);
-    cache.k = make(zeros.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
-    cache.v = make(zeros.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
+    cache.k = make(old_keys.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
+    cache.v = make(old_values.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
     Tensor vh = v;
     vh.ne = kh.ne;
     d.store_kv(cache, kh, vh, slots);
-    d.add(x, q, x);  // (a stand-in for the attention output's residual)
+    if (tokens == 1) {
+      // Attention over the 777 cached keys and the step's (the fused device's v4 kernel takes
+      // the norm + RoPE launch and the cache store over), its output the residual.
+      AttentionSequence seq;
+      seq.token_count = 1;
+      seq.first_position = positions[0];
+      seq.block_table = table;
+      AttentionParams params;
+      params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      Tensor attn = out(heads * head_dim), attn_heads = attn;
+      attn_heads.ne = {head_dim, heads, 1, 1};
+      d.attention(qh, cache, std::span<const AttentionSequence>(&seq, 1), params, attn_heads);
+      d.add(x, attn, x);
+    } else {
+      d.add(x, q, x);  // (a stand-in for the attention output's residual)
+    }
     d.rms_norm(x, &tnw2, 1e-6f, h2);
     EXPECT_TRUE(d.matmul(w[3], h2, g).ok());
     EXPECT_TRUE(d.matmul(w[4], h2, up).ok());
@@ -788,10 +813,14 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     EXPECT_TRUE(d.synchronize().ok());
     return res;
   };
-  const uint64_t before = gpu_->fused_ops();
+  const uint64_t before = gpu_->fused_ops(), folds_before = gpu_->rope_folds();
   const auto fused = run(*gpu_);
   const auto plain = run(**other);
   EXPECT_GE(gpu_->fused_ops() - before, min_fused) << "the sequence should have been fused";
+  // One token, F16 cache, heads of 64 (group 4: two query heads a v4 block): the decode
+  // attention takes the norm + RoPE launch over.
+  EXPECT_EQ(gpu_->rope_folds() - folds_before, tokens == 1 ? 1u : 0u)
+      << "the attention should have taken the norm + RoPE over";
   EXPECT_EQ((*other)->fused_ops(), 0u);
   const char* names[] = {"x",  "h",       "q",      "k", "v", "h2", "silu(gate)*up",
                          "up", "k cache", "v cache"};

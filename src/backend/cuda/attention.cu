@@ -31,6 +31,7 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_rope.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/quantize_q8.cuh"
@@ -427,17 +428,78 @@ __global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLa
 // for ~2 MB of K+V a layer: latency (dependent round trips), not bandwidth. The early loads
 // took 24 us off a 2,926 us step, and one pass a split (the host's rounded-up split count) 67.
 constexpr int kGroupLanes = 8;
+
+// a.fold_rope: the calling warp's row of block (bh, split), query head first_head + warp or
+// (`key`) the step's key of the block's KV head, normed and rotated as rms_norm_rope_kernel
+// does it (norm_rope_row): into shared memory (q_row; the key and the values as the F16 cache
+// would hold them, key_row and value_row), and to global memory by the one block that writes
+// each (the rotated q: split 0's blocks; the rotated key, its cache row and the values' cache
+// row: the KV head's first block of the split holding the key). `normed`: the warp's head_dim
+// floats of shared memory (16-byte aligned).
+template <int QUADS>
+__device__ __forceinline__ void rope_row(const AttentionLaunch& a, const BlockHeads& bh, int split,
+                                         bool key, const RopeLane<QUADS>& rl, float* normed,
+                                         float* q_row, uint4* key_row, uint4* value_row) {
+  const NormRopeLaunch& l = a.rope;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t hd = a.head_dim;
+  const int quads = static_cast<int>(hd / 4);
+  float4* normed4 = reinterpret_cast<float4*>(normed);
+  float4 out[QUADS];
+  if (!key) {
+    const int64_t row = bh.token * a.heads + bh.first_head + warp;
+    norm_rope_row(l, l.parts[0].x + row * hd, l.parts[0].norm, l.parts[0].eps, rl, normed4, lane,
+                  out);
+#pragma unroll
+    for (int s = 0; s < QUADS; ++s) {
+      const int i = lane + 32 * s;
+      if (i >= quads) continue;
+      reinterpret_cast<float4*>(q_row)[i] = out[s];
+      if (split == 0) reinterpret_cast<float4*>(a.q_out + row * hd)[i] = out[s];
+    }
+    return;
+  }
+  const int64_t row = bh.token * a.kv_heads + bh.kv_head;
+  norm_rope_row(l, l.parts[1].x + row * hd, l.parts[1].norm, l.parts[1].eps, rl, normed4, lane,
+                out);
+  const bool writer = bh.first_head == bh.kv_head * (a.heads / a.kv_heads);
+  const int64_t cache_row = static_cast<int64_t>(l.slots[bh.token]) * a.kv_heads + bh.kv_head;
+#pragma unroll
+  for (int s = 0; s < QUADS; ++s) {
+    const int i = lane + 32 * s;
+    if (i >= quads) continue;
+    const uint2 k16 = f16x4(out[s]);
+    const uint2 v16 = f16x4(reinterpret_cast<const float4*>(l.v + row * hd)[i]);
+    reinterpret_cast<uint2*>(key_row)[i] = k16;
+    reinterpret_cast<uint2*>(value_row)[i] = v16;
+    if (writer) {
+      reinterpret_cast<float4*>(a.k_out + row * hd)[i] = out[s];
+      reinterpret_cast<uint2*>(l.k_cache + cache_row * hd)[i] = k16;
+      reinterpret_cast<uint2*>(l.v_cache + cache_row * hd)[i] = v16;
+    }
+  }
+}
+
 constexpr int kKeysInFlight = 2;  // kU: keys a group loads before using the first
 constexpr int kV4KeysPerPass = kWarps * (32 / kGroupLanes) * kKeysInFlight;
 
+// The blocks an SM the host counts on (attention_blocks_per_sm: 4) for the shapes that fit them
+// at 128 registers: heads of 128 with up to 2 query heads a block (the default), heads of 64 with
+// up to 4. (Without the bound ptxas gave the default shape 134 registers once the folded RoPE's
+// setup lived across the PDL wait: 3 blocks an SM.)
 template <int C, int G, bool kPipelined>
-__global__ void __launch_bounds__(32 * kWarps)
+constexpr int v4_min_blocks() {
+  return !kPipelined && ((C == 2 && G <= 2) || (C == 1 && G <= 4)) ? 4 : 0;
+}
+
+template <int C, int G, bool kPipelined>
+__global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G, kPipelined>()))
     attention_v4_kernel(AttentionLaunch a, int group, int head_chunks) {
   pdl_launch_dependents();
 
   constexpr int kHd = 64 * C;
   constexpr int kU = kKeysInFlight;
-  __shared__ float sacc[kWarps][G][kHd];
+  __shared__ __align__(16) float sacc[kWarps][G][kHd];
   __shared__ float sm[kWarps][G], sl[kWarps][G];
 
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -448,6 +510,13 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int split = static_cast<int>(blockIdx.y);
   const TokenKeys keys = token_keys(a, token, split);
   const bool f16 = a.kv_type == TensorType::F16;
+  // a.fold_rope (one token, G < kWarps): warp g < G norms and rotates query head h0 + g, warp G
+  // the new key when this split holds it (the rows, rotated, in shared memory).
+  const bool fold = a.fold_rope;
+  const bool holds_new_key = fold && keys.first_new >= keys.begin && keys.first_new < keys.end;
+  constexpr int kRopeQuads = kHd / 128 > 0 ? kHd / 128 : 1;  // float4s a lane of a head row
+  __shared__ __align__(16) float rotated_q[G][kHd];
+  __shared__ uint4 new_key[kHd / 8], new_value[kHd / 8];  // F16
 
   const uint4* kc = static_cast<const uint4*>(a.k_cache);
   const uint4* vc = static_cast<const uint4*>(a.v_cache);
@@ -461,7 +530,13 @@ __global__ void __launch_bounds__(32 * kWarps)
       const int64_t j = base + key_group + u * (kWarps * 32 / kGroupLanes);
       if (j >= skip_from && j < skip_to) continue;
       ok[u] = j < keys.end && keys.sees(j);
-      if (ok[u]) {
+      if (ok[u] && fold && j == keys.first_new) {  // the step's key: not in the cache yet
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          kr[u][c] = new_key[8 * c + sub];
+          vr[u][c] = new_value[8 * c + sub];
+        }
+      } else if (ok[u]) {
         const int64_t slot = key_slot(keys.table, j, a.block_size);
         const int64_t row = (slot * a.kv_heads + kvh) * (kHd / 8) + sub;
 #pragma unroll
@@ -482,14 +557,29 @@ __global__ void __launch_bounds__(32 * kWarps)
   uint4 kr[kU][C], vr[kU][C];
   bool ok[kU];
   int64_t base = keys.begin + warp * (32 / kGroupLanes);
+  // The first pass's keys stored by earlier steps before the wait (the metadata came up before
+  // the step too: staging), the new ones after it.
+  if (a.early_keys) load_pass(base, kr, vr, ok, keys.first_new, INT64_MAX);
+  const bool rope_key = warp == G && holds_new_key;  // warp-uniform, as is warp < G
+  const bool rope_warp = fold && ((warp < G && warp < gcount) || rope_key);
+  RopeLane<kRopeQuads> rope_lane;
+  if (rope_warp) {
+    // (Selects, not a reference to one of the parts: that copies the parameters to the stack.)
+    const float* weight = rope_key ? a.rope.parts[1].weight : a.rope.parts[0].weight;
+    const bool norm = rope_key ? a.rope.parts[1].norm : a.rope.parts[0].norm;
+    rope_lane_setup(a.rope, weight, norm, token, lane, rope_lane);
+  }
+  pdl_wait();
+  if (fold) {
+    if (rope_warp) {
+      rope_row(a, bh, split, rope_key, rope_lane, sacc[warp][0], rotated_q[warp < G ? warp : 0],
+               new_key, new_value);
+    }
+    __syncthreads();
+  }
   if (a.early_keys) {
-    // The first pass's keys stored by earlier steps before the wait (the metadata came up before
-    // the step too: staging), the new ones after it.
-    load_pass(base, kr, vr, ok, keys.first_new, INT64_MAX);
-    pdl_wait();
     load_pass(base, kr, vr, ok, 0, keys.first_new);
   } else {
-    pdl_wait();
     load_pass(base, kr, vr, ok);
   }
   float q[G][C][8], acc[G][C][8], m[G], l[G];
@@ -499,8 +589,9 @@ __global__ void __launch_bounds__(32 * kWarps)
     l[g] = 0.0f;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
-      const float4* qp = reinterpret_cast<const float4*>(
-          a.q + (token * a.heads + h0 + (g < gcount ? g : 0)) * kHd + 64 * c + 8 * sub);
+      const float* q_row = fold ? rotated_q[g < gcount ? g : 0]
+                                : a.q + (token * a.heads + h0 + (g < gcount ? g : 0)) * kHd;
+      const float4* qp = reinterpret_cast<const float4*>(q_row + 64 * c + 8 * sub);
       const float4 x0 = qp[0], x1 = qp[1];
       const float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
@@ -795,9 +886,26 @@ bool attention_output_quantizes(const AttentionLaunch& a, int group) {
          k % 256 == 0;
 }
 
+bool attention_folds_rope(const AttentionLaunch& a) {
+  const NormRopeLaunch& l = a.rope;
+  if (a.decode_kernel != DecodeAttentionKernel::kV4 || a.kv_type != TensorType::F16 ||
+      a.tokens != 1 || a.ancestors != nullptr || a.kv_heads <= 0 ||
+      (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
+    return false;
+  }
+  const int group = static_cast<int>(a.heads / a.kv_heads);
+  // A warp a query head of the block and one more for the key.
+  if (v4_heads_per_block(group, static_cast<int>(a.head_dim / 64)) >= kWarps) return false;
+  return l.count == 2 && l.n == 1 && l.head_dim == a.head_dim && l.rotary_dim <= a.head_dim &&
+         l.parts[0].heads == a.heads && l.parts[1].heads == a.kv_heads && l.k_cache == a.k_cache &&
+         l.v_cache == a.v_cache && l.v != nullptr && l.slots != nullptr && a.q_out != nullptr &&
+         a.k_out != nullptr;
+}
+
 cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
-  if (a.out_q8.qs != nullptr && !attention_output_quantizes(a, a.out_q8.group)) {
+  if ((a.out_q8.qs != nullptr && !attention_output_quantizes(a, a.out_q8.group)) ||
+      (a.fold_rope && !attention_folds_rope(a))) {
     return cudaErrorInvalidValue;
   }
   const int group = static_cast<int>(a.heads / a.kv_heads);

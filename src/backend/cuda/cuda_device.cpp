@@ -440,6 +440,7 @@ Result<void> CudaDevice::flush() {
   if (timing_ && !check(cudaEventRecord(timing_events_[0], stream_), "cudaEventRecord"))
     return error_;
   if (!check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch")) return error_;
+  retired_temps_.clear();  // (stream-ordered: later work only)
   if (timing_) {
     if (!check(cudaEventRecord(timing_events_[1], stream_), "cudaEventRecord")) return error_;
     timing_pending_ = true;

@@ -116,6 +116,8 @@ class CudaDevice final : public Device {
   // TERN_CUDA_Q8_OUTPUT=attention the attention's alone.
   void set_output_quantize(bool on) { output_quantize_ = attention_output_quantize_ = on; }
   uint64_t fused_ops() const { return fused_ops_; }
+  // Decode attention launches that took a q/k norm + RoPE launch over (fold_rope_into_attention).
+  uint64_t rope_folds() const { return rope_folds_; }
   uint64_t graph_launches() const { return graph_launches_; }
   uint64_t graph_instantiations() const { return graph_instantiations_; }
   uint64_t device_allocations() const;
@@ -159,6 +161,7 @@ class CudaDevice final : public Device {
   bool quantize_in_glu(const float* xd, void* xqd, int64_t k, int group);
   Launch attention_launch(const cuda::AttentionLaunch& a);
   bool quantize_in_attention(const float* xd, void* xqd, int64_t k, int group);
+  bool fold_rope_into_attention(cuda::AttentionLaunch& a);
   void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, int group,
                   float* yd);
   void float_token_gemv(const Tensor& w, const float* xd, float* yd);
@@ -219,7 +222,7 @@ class CudaDevice final : public Device {
   // of earlier steps before its PDL wait only where one store (its own pass's) came before.
   std::vector<const void*> step_kv_stores_;
   bool fuse_ = false;
-  uint64_t fused_ops_ = 0;
+  uint64_t fused_ops_ = 0, rope_folds_ = 0;
   std::vector<uint64_t> signature_;
   std::vector<unsigned char> step_host_;                // this step's staged arrays
   std::vector<std::pair<size_t, size_t>> step_arrays_;  // their offsets and sizes
@@ -251,6 +254,11 @@ class CudaDevice final : public Device {
   Temp q8_[2];  // taken in turn (quantized_activations)
   int q8_current_ = 0;
   Temp sample_workspace_;  // sample_rows: the sorted row and CUB's scratch
+  // q and k as the q/k/v product writes them when decode attention takes the norm + RoPE over
+  // (fold_rope_into_attention); one buffer for every layer, grown when a shape needs more. A
+  // buffer grown out of is kept until the step that may still use it is launched.
+  Temp fold_scratch_;
+  std::vector<Temp> retired_temps_;
   // Pinned host memory that downloads of up to kPinnedDownload bytes (a step's logits) land in
   // before the copy to the caller's memory: a pageable destination made the driver stage the
   // copy itself, ~110-130 us for 600 KB of logits (2026-12-04).

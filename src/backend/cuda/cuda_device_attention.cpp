@@ -212,6 +212,7 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   }();
   a.early_keys = early && graphs_ &&
                  std::count(step_kv_stores_.begin(), step_kv_stores_.end(), cache.k.data) <= 1;
+  fold_rope_into_attention(a);
   OpInfo info;
   info.kind = OpInfo::kAttention;
   info.attention = a;
@@ -236,8 +237,72 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
            static_cast<uint64_t>(a.decode_kernel),
            u(a.partial),
            u(a.ancestors),
-           static_cast<uint64_t>(a.early_keys)},
+           static_cast<uint64_t>(a.early_keys),
+           static_cast<uint64_t>(a.fold_rope),
+           u(a.rope.parts[0].x)},
           attention_launch(a), info);
+}
+
+// One token's decode attention taking over the q/k norm + RoPE launch queued just before it
+// (with its F16 cache store): the q/k/v product before that writes q and k to fold_scratch_
+// instead, the attention blocks norm and rotate them themselves (AttentionLaunch::fold_rope) and
+// write the rotated q and k where the dropped launch would have, and the new key and values into
+// the cache. One launch fewer a layer; the same arithmetic (norm_rope.cuh), so the same results.
+// TERN_CUDA_ROPE_FOLD=0 keeps the launch for A/B runs.
+bool CudaDevice::fold_rope_into_attention(cuda::AttentionLaunch& a) {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_ROPE_FOLD");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  OpInfo* rope = queued_info(0);
+  OpInfo* product = queued_info(1);
+  if (!on || rope == nullptr || product == nullptr || rope->kind != OpInfo::kNormRope ||
+      rope->norm_rope.parts[0].x != a.q) {
+    return false;
+  }
+  cuda::AttentionLaunch folded = a;
+  folded.fold_rope = true;
+  folded.rope = rope->norm_rope;
+  folded.q_out = folded.rope.parts[0].x;
+  folded.k_out = folded.rope.parts[1].x;
+  if (!cuda::attention_folds_rope(folded)) return false;
+  const int64_t q_elems = a.heads * a.head_dim, k_elems = a.kv_heads * a.head_dim;
+  // The product's matrices that write q and k (whole: m = their elements).
+  OpInfo info = *product;
+  float** q_y = nullptr;
+  float** k_y = nullptr;
+  if (info.kind == OpInfo::kGemv) {
+    for (int i = 0; i < info.multi.count; ++i) {
+      cuda::GemvQ8Matrix& mat = info.multi.mats[i];
+      if (mat.y == folded.q_out && mat.m == q_elems) q_y = &mat.y;
+      if (mat.y == folded.k_out && mat.m == k_elems) k_y = &mat.y;
+    }
+  } else if (info.kind == OpInfo::kFloatGemv) {
+    for (int i = 0; i < info.floats.count; ++i) {
+      if (info.floats.y[i] == folded.q_out && info.floats.m[i] == q_elems) q_y = &info.floats.y[i];
+      if (info.floats.y[i] == folded.k_out && info.floats.m[i] == k_elems) k_y = &info.floats.y[i];
+    }
+  }
+  if (q_y == nullptr || k_y == nullptr) return false;
+  const size_t bytes = static_cast<size_t>(q_elems + k_elems) * sizeof(float);
+  if (fold_scratch_.bytes < bytes) {
+    auto t = temp(bytes);
+    if (!t) return false;  // (the launches stay as they are)
+    retired_temps_.push_back(std::move(fold_scratch_));
+    fold_scratch_ = std::move(*t);
+  }
+  float* q_raw = static_cast<float*>(fold_scratch_.data);
+  float* k_raw = q_raw + q_elems;
+  *q_y = q_raw;
+  *k_y = k_raw;
+  fuse_into(infos_.size() - 2, {37, u(q_raw), u(k_raw)},
+            info.kind == OpInfo::kGemv ? gemv_launch(info) : float_gemv_launch(info), info);
+  drop_last_queued();
+  folded.rope.parts[0].x = q_raw;
+  folded.rope.parts[1].x = k_raw;
+  a = folded;
+  ++rope_folds_;
+  return true;
 }
 
 CudaDevice::Launch CudaDevice::attention_launch(const cuda::AttentionLaunch& a) {

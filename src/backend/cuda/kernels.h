@@ -233,7 +233,21 @@ struct AttentionLaunch {
   // (no earlier op of the step stored into this cache): the v4 kernel may load them before its
   // PDL wait, while the launch before it (the q/k norm + RoPE that stores the new keys) runs.
   bool early_keys = false;
+  // One token's decode with the layer's q/k norm + RoPE launch and its cache store folded in
+  // (the v4 kernel; attention_folds_rope): rope.parts[0].x and parts[1].x hold q and k as the
+  // q/k/v product wrote them, rope.v the values, rope.slots the new key's slot. Each block norms
+  // and rotates its query heads (`q` is not read), the blocks of the split holding the new key
+  // the key too (F16, as the cache would give it back); the first split's blocks write the
+  // rotated q to q_out, and the first block of the new key's KV head writes the rotated key to
+  // k_out and the key and values into the caches, as rms_norm_rope would have.
+  bool fold_rope = false;
+  NormRopeLaunch rope;
+  float* q_out = nullptr;
+  float* k_out = nullptr;
 };
+// Whether the decode attention of `a` (its kernel, shape and a.rope set) can take the q/k norm +
+// RoPE launch's work over (fold_rope).
+bool attention_folds_rope(const AttentionLaunch& a);
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // The one for this cache, GQA group (query heads a KV head) and the most keys a token of the
 // batch sees: the tensor-core kernel from 8K keys on, or for groups v4 would cut into uneven

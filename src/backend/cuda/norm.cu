@@ -25,6 +25,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_rope.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace tern::cuda {
@@ -81,18 +82,6 @@ __device__ __forceinline__ void quantize_float4(const float4& y, float amax, int
     d_out[first / 32] = d;
     s_out[first / 32] = d * static_cast<float>(sum);
   }
-}
-
-// A float4's sum of squares with its rounding pinned: y * y, then x, z and w fused in. The fused
-// q/k norm + RoPE (rms_norm_rope_kernel) must equal row_norm_kernel + rope bit for bit, and left
-// to itself the compiler contracts x*x + y*y + ... into FMAs after the code around it: reading
-// the weights earlier in row_norm_kernel turned its fma(x, x, y*y) into fma(y, y, x*x) and
-// moved one f16 k-cache value of cuda_device_test's fused case (2026-12-06, H100).
-__device__ __forceinline__ float sum_of_squares(float4 v) {
-  float q = __fmul_rn(v.y, v.y);
-  q = __fmaf_rn(v.x, v.x, q);
-  q = __fmaf_rn(v.z, v.z, q);
-  return __fmaf_rn(v.w, v.w, q);
 }
 
 // out[r] = rms_norm(a[r] (+ b[r], written to sum_out)) * weight, and its 8-bit copy when kQuant.
@@ -298,23 +287,12 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int kMaxRopeHead = 512;
 constexpr int kRopeWarps = 8;  // head rows a block of rms_norm_rope: a warp each
 
-// Four floats as F16 (round to nearest, store_kv's conversion), packed for one 8-byte store.
-__device__ __forceinline__ uint2 f16x4(const float4& f) {
-  const uint32_t a = __half_as_ushort(__float2half_rn(f.x)),
-                 b = __half_as_ushort(__float2half_rn(f.y));
-  const uint32_t c = __half_as_ushort(__float2half_rn(f.z)),
-                 d = __half_as_ushort(__float2half_rn(f.w));
-  return make_uint2(a | (b << 16), c | (d << 16));
-}
-
 // One warp a head row (v1 ran a block of 256 threads a row, half of them idle at 128 values,
 // with two block barriers: 14% of the copy bandwidth at 512-2,048 tokens). Each lane holds
-// QUADS float4s of the row; the sum of squares is reduced in the row kernel's order for a row of
-// head_dim (a float4's squares, then each warp-sized step reduced over the lanes, the steps added
-// in order), so the result equals rms_norm followed by rope bit for bit. The normed row goes to
-// the warp's slice of shared memory for the rotation's partners; each lane then rotates its own
-// elements (a sincos each: the pair's two lanes differ under neox, and recomputing is cheaper
-// than a second exchange).
+// QUADS float4s of the row; the arithmetic is norm_rope_row's (norm_rope.cuh, shared with the
+// decode attention that can take this launch's work over), equal to rms_norm followed by rope bit
+// for bit. Each lane rotates its own elements (a sincos each: the pair's two lanes differ under
+// neox, and recomputing is cheaper than a second exchange).
 // The rows of l.parts[0] (n tokens x its heads) come first, then those of l.parts[1], then (with
 // the cache stores) the values' rows.
 template <int QUADS>
@@ -351,8 +329,6 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   const int64_t heads = second ? l.parts[1].heads : l.parts[0].heads;
   const bool norm = second ? l.parts[1].norm : l.parts[0].norm;
   if (second) row -= first_rows;  // token * heads + head
-  const int cols = static_cast<int>(l.head_dim), half = static_cast<int>(l.rotary_dim / 2);
-  const bool neox = l.neox;
   const int64_t token = row / heads;
   // Before the wait for the launch before (the q/k/v product): what no launch of the step
   // writes - the norm's weights, the token's position (staged before the step began) and each
@@ -360,85 +336,19 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   // early (row_norm_kernel). Measured (2026-12-06, H100, Qwen3-8B Q4_K_M decode after 512
   // tokens, the build before against this one, A B A B): GPU time a step 2,826 / 2,825 ->
   // 2,784 / 2,780 us (-1.5%; predicted ~-15 us).
-  float4 wv[QUADS];
-  float sines[QUADS][4], cosines[QUADS][4];
-  {
-    const float pos = static_cast<float>(l.positions[token]) * l.position_scale;
-#pragma unroll
-    for (int s = 0; s < QUADS; ++s) {
-      const int i = lane + 32 * s;
-      wv[s] = norm && weight != nullptr && i < quads ? reinterpret_cast<const float4*>(weight)[i]
-                                                     : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int e = 4 * i + c;
-        sines[s][c] = 0.0f, cosines[s][c] = 1.0f;
-        if (i >= quads || e >= 2 * half) continue;  // past the rotary dims: the normed value
-        const int pair = neox ? (e < half ? e : e - half) : e / 2;
-        sincosf(pos * l.inv_freq[pair], &sines[s][c], &cosines[s][c]);
-      }
-    }
-  }
+  RopeLane<QUADS> lane_setup;
+  rope_lane_setup(l, weight, norm, token, lane, lane_setup);
   pdl_wait();
-  float4* v = reinterpret_cast<float4*>(x + row * cols);
-  float4* normed = normed_rows[warp];
-  float4 val[QUADS];
-#pragma unroll
-  for (int s = 0; s < QUADS; ++s) {
-    const int i = lane + 32 * s;
-    val[s] = i < quads ? v[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
-  float total = 0.0f;
-#pragma unroll
-  for (int s = 0; s < QUADS; ++s) {
-    if (!norm || 32 * s >= quads) break;  // uniform: the row kernel has no such warp
-    float sum = 0.0f;
-    sum += sum_of_squares(val[s]);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    total += sum;
-  }
-  const float inv = 1.0f / sqrtf(total / static_cast<float>(cols) + eps);
+  float4 out[QUADS];
+  norm_rope_row(l, x + row * l.head_dim, norm, eps, lane_setup, normed_rows[warp], lane, out);
 #pragma unroll
   for (int s = 0; s < QUADS; ++s) {
     const int i = lane + 32 * s;
     if (i >= quads) continue;
-    float4 y =
-        norm ? make_float4(val[s].x * inv, val[s].y * inv, val[s].z * inv, val[s].w * inv) : val[s];
-    if (norm && weight != nullptr) {
-      const float4 w = wv[s];
-      y.x *= w.x, y.y *= w.y, y.z *= w.z, y.w *= w.w;
-    }
-    normed[i] = y;
-    val[s] = y;
-  }
-  __syncwarp();
-  const float* n = reinterpret_cast<const float*>(normed);
-  // rope_kernel's arithmetic for element e of the row: its pair (a, b) rotated by the pair's angle
-  // (sn, cs, taken above).
-  auto rotated = [&](int e, float own, float sn, float cs) {
-    if (e >= 2 * half) return own;  // past the rotary dims: the normed value
-    const int pair = neox ? (e < half ? e : e - half) : e / 2;
-    const bool first = neox ? e < half : (e & 1) == 0;
-    const int a = neox ? pair : 2 * pair;
-    const int b = neox ? pair + half : 2 * pair + 1;
-    const float x0 = n[a], x1 = n[b];
-    // (rope.cu's roundings, pinned in both.)
-    return first ? __fmaf_rn(x0, cs, -__fmul_rn(x1, sn)) : __fmaf_rn(x0, sn, __fmul_rn(x1, cs));
-  };
-#pragma unroll
-  for (int s = 0; s < QUADS; ++s) {
-    const int i = lane + 32 * s;
-    if (i >= quads) continue;
-    const int e = 4 * i;
-    const float4 out = make_float4(rotated(e, val[s].x, sines[s][0], cosines[s][0]),
-                                   rotated(e + 1, val[s].y, sines[s][1], cosines[s][1]),
-                                   rotated(e + 2, val[s].z, sines[s][2], cosines[s][2]),
-                                   rotated(e + 3, val[s].w, sines[s][3], cosines[s][3]));
-    v[i] = out;
+    reinterpret_cast<float4*>(x + row * l.head_dim)[i] = out[s];
     if (second && l.k_cache != nullptr) {  // the keys' F16 cache row, as store_kv writes it
       const int64_t cache_row = static_cast<int64_t>(l.slots[token]) * heads + row % heads;
-      reinterpret_cast<uint2*>(l.k_cache + cache_row * l.head_dim)[i] = f16x4(out);
+      reinterpret_cast<uint2*>(l.k_cache + cache_row * l.head_dim)[i] = f16x4(out[s]);
     }
   }
 }
