@@ -747,7 +747,18 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     Tensor tnw = f32(nw, {hidden, 1, 1, 1}), tnw2 = f32(nw2, {hidden, 1, 1, 1});
     Tensor tqn = f32(qn, {head_dim, 1, 1, 1}), tkn = f32(kn, {head_dim, 1, 1, 1});
     Tensor h = out(hidden), q = out(heads * head_dim), k = out(kv_heads * head_dim),
-           v = out(kv_heads * head_dim), h2 = out(hidden), g = out(ffn), up = out(ffn);
+           v = out(kv_heads * head_dim), h2 = out(hidden), g = out(ffn), up = out(ffn),
+           attn = out(heads * head_dim);  // (allocated up front: an upload runs the queued ops)
+    // An F16 paged cache with room for one sequence's 778 positions (block 48, the step's, is
+    // pool block 0: slot 9).
+    KvLayer cache;
+    cache.block_size = 16;
+    cache.kv_heads = kv_heads;
+    cache.head_dim = head_dim;
+    const int64_t pool = 50;
+    const size_t cache_bytes = static_cast<size_t>(pool * 16 * kv_heads * head_dim * 2);
+    cache.k = make(old_keys.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
+    cache.v = make(old_values.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
     d.add(x, y, x);
     d.rms_norm(x, &tnw, 1e-6f, h);
     EXPECT_TRUE(d.matmul(w[0], h, q).ok());
@@ -762,17 +773,8 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     }
     d.rope(qh, positions, rope);
     d.rope(kh, positions, rope);
-    // The step's keys and values into an F16 paged cache at scattered slots (fused into the
-    // norm + rope launch).
-    KvLayer cache;
-    cache.block_size = 16;
-    cache.kv_heads = kv_heads;
-    cache.head_dim = head_dim;
-    // Room for one sequence's 778 positions (block 48, the step's, is pool block 0: slot 9).
-    const int64_t pool = 50;
-    const size_t cache_bytes = static_cast<size_t>(pool * 16 * kv_heads * head_dim * 2);
-    cache.k = make(old_keys.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
-    cache.v = make(old_values.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
+    // The step's keys and values go into it at scattered slots (fused into the norm + rope
+    // launch).
     Tensor vh = v;
     vh.ne = kh.ne;
     d.store_kv(cache, kh, vh, slots);
@@ -785,7 +787,7 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
       seq.block_table = table;
       AttentionParams params;
       params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      Tensor attn = out(heads * head_dim), attn_heads = attn;
+      Tensor attn_heads = attn;
       attn_heads.ne = {head_dim, heads, 1, 1};
       d.attention(qh, cache, std::span<const AttentionSequence>(&seq, 1), params, attn_heads);
       d.add(x, attn, x);

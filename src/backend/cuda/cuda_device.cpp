@@ -186,6 +186,8 @@ CudaDevice::~CudaDevice() {
     (void)flush();
     (void)cudaStreamSynchronize(stream_);
   }
+  fold_scratch_ = Temp();  // (before alloc_ goes)
+  retired_temps_.clear();
   for (auto& e : execs_) (void)cudaGraphExecDestroy(e.exec);
   if (pinned_ != nullptr) (void)cudaFreeHost(pinned_);
   for (auto e : timing_events_) {
