@@ -427,6 +427,8 @@ __global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLa
 // at 512 keys (2026-12-06, H100, Qwen3-8B Q4_K_M, TERN_CUDA_SKIP_KERNELS: the step without it),
 // for ~2 MB of K+V a layer: latency (dependent round trips), not bandwidth. The early loads
 // took 24 us off a 2,926 us step, and one pass a split (the host's rounded-up split count) 67.
+// With a.fold_rope the kernel also does the q/k norm + RoPE launch's work (rope_row): 35 us off a
+// 2,815 us step (2026-12-06, H100; cuda_device_attention.cpp, fold_rope_into_attention).
 constexpr int kGroupLanes = 8;
 
 // a.fold_rope: the calling warp's row of block (bh, split), query head first_head + warp or
