@@ -231,7 +231,8 @@ struct AttentionLaunch {
   Q8Output out_q8;
   // The keys before each sequence's first new position were written before this step began
   // (no earlier op of the step stored into this cache): the v4 kernel may load them before its
-  // PDL wait, while the launch before it (the q/k norm + RoPE that stores the new keys) runs.
+  // PDL wait, while the launch before it (the q/k norm + RoPE that stores the new keys, or with
+  // fold_rope the q/k/v product) runs.
   bool early_keys = false;
   // One token's decode with the layer's q/k norm + RoPE launch and its cache store folded in
   // (the v4 kernel; attention_folds_rope): rope.parts[0].x and parts[1].x hold q and k as the
