@@ -337,6 +337,9 @@ if [[ " $stages " == *" matrix "* ]]; then
   # tokens, then llama-bench's same tests on the same file (pp512 / pp4096, tg128 / tg512 at
   # depth 1024 and 16384). MATRIX_DECODE_ONLY=1: the decode tests only.
   L=/tmp/llama/bin
+  # A llama.cpp build still running on this machine's CPUs slows Tern's host side (2026-12-06:
+  # Q4_K_M decode repetitions spread 262-332 tok/s beside it): wait for it first.
+  wait_llama
   files=${MATRIX_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}
   [ -n "${REAL_MODELS:-}" ] && files="$files ${REAL_MODELS//:/ }"
   for f in $files; do
