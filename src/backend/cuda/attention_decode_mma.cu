@@ -57,15 +57,14 @@ constexpr size_t shared_bytes() {
 
 template <int D, int S>
 __global__ void __launch_bounds__(32 * kWarps)
-    decode_attention_mma_kernel(AttentionLaunch a, int group, int head_chunks,
-                                bool late_dependents) {
+    decode_attention_mma_kernel(AttentionLaunch a, int group, int head_chunks, bool late_dependents,
+                                bool early) {
   // The kernels after this one may start (and prefetch their weights into L2) once each block
   // has done its keys (late_dependents, the default), or as soon as every block has started
   // (TERN_CUDA_ATTN_DEPENDENTS=early). This kernel leaves registers free, so early dependents
   // come on while it runs: measured 2026-12-05 (H100, decode after 16K tokens), late gains 7%
   // on Q8_0 (174 -> 188 tok/s), 3% on BF16 and Q4_K_M.
   if (!late_dependents) pdl_launch_dependents();
-  pdl_wait();
 
   constexpr int kRow = stage_row_halves<D>();
   constexpr int kStageHalves = 2 * kTileKeys * kRow;  // K rows, then V rows
@@ -79,24 +78,6 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int gcount = bh.count;
   const int split = static_cast<int>(blockIdx.y);
   const TokenKeys keys = token_keys(a, token, split);
-
-  // Q^T, the B operand (16 dims x 8 heads) of every k step: b0 = head g's dims 16kk + 2t, +1;
-  // b1 = dims 16kk + 2t + 8, +9. Scaled, then split into f16 high and low halves.
-  uint32_t qh[D / 16][2], ql[D / 16][2];
-  {
-    const bool head_ok = g < gcount;
-    const float* qrow = a.q + (token * a.heads + h0 + (head_ok ? g : 0)) * D;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int dim = 16 * kk + 2 * t + 8 * r;
-        const float x0 = head_ok ? qrow[dim] * a.scale : 0.0f;
-        const float x1 = head_ok ? qrow[dim + 1] * a.scale : 0.0f;
-        split2(x0, x1, qh[kk][r], ql[kk][r]);
-      }
-    }
-  }
 
   const auto* kc = static_cast<const __half*>(a.k_cache);
   const auto* vc = static_cast<const __half*>(a.v_cache);
@@ -132,6 +113,41 @@ __global__ void __launch_bounds__(32 * kWarps)
       cp_async16(shared_address(sv + r * kRow + 8 * c), vc + at, valid);
     }
   };
+  const int64_t step = int64_t{kTileKeys} * kWarps;
+  const int64_t first = keys.begin + int64_t{kTileKeys} * warp;
+  const int tiles = first < keys.end ? static_cast<int>((keys.end - first + step - 1) / step) : 0;
+  // `early` (TERN_CUDA_MMA_EARLY=1 with AttentionLaunch::early_keys): the first stages' tiles
+  // whose keys earlier steps stored are issued before the PDL wait (as attention.cu's v4 kernel
+  // loads its first pass), the rest of the S - 1 after it, one commit group a stage in order.
+  int issued = 0;
+  if (early) {
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (s >= tiles || first + s * step + kTileKeys > keys.first_new) break;
+      issue_tile(first + s * step, s);
+      cp_async_commit();
+      ++issued;
+    }
+  }
+  pdl_wait();
+
+  // Q^T, the B operand (16 dims x 8 heads) of every k step: b0 = head g's dims 16kk + 2t, +1;
+  // b1 = dims 16kk + 2t + 8, +9. Scaled, then split into f16 high and low halves.
+  uint32_t qh[D / 16][2], ql[D / 16][2];
+  {
+    const bool head_ok = g < gcount;
+    const float* qrow = a.q + (token * a.heads + h0 + (head_ok ? g : 0)) * D;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int dim = 16 * kk + 2 * t + 8 * r;
+        const float x0 = head_ok ? qrow[dim] * a.scale : 0.0f;
+        const float x1 = head_ok ? qrow[dim + 1] * a.scale : 0.0f;
+        split2(x0, x1, qh[kk][r], ql[kk][r]);
+      }
+    }
+  }
 
   // O^T accumulators: o[mt] = dims 16mt + g (d0, d1) and 16mt + g + 8 (d2, d3) of heads 2t and
   // 2t + 1. m, l: the running max and this lane's part of the sum for heads 2t + h.
@@ -145,11 +161,9 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int k_row = (lane & 7) + 8 * ((lane >> 3) & 1), k_col = 8 * (lane >> 4);
   const int v_row = (lane & 7) + 8 * (lane >> 4), v_col = 8 * ((lane >> 3) & 1);
 
-  const int64_t step = int64_t{kTileKeys} * kWarps;
-  const int64_t first = keys.begin + int64_t{kTileKeys} * warp;
-  const int tiles = first < keys.end ? static_cast<int>((keys.end - first + step - 1) / step) : 0;
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
+    if (s < issued) continue;
     if (s < tiles) issue_tile(first + s * step, s);
     cp_async_commit();
   }
@@ -272,8 +286,14 @@ cudaError_t launch(const AttentionLaunch& a, int group, cudaStream_t stream) {
     const char* v = std::getenv("TERN_CUDA_ATTN_DEPENDENTS");
     return v == nullptr || std::strcmp(v, "early") != 0;
   }();
+  // The first tiles of old keys before the PDL wait: written 2026-12-06 (predicted ~-1 us a layer
+  // after 16K tokens, the v4 kernel's gain), not yet run on a GPU, so off until measured.
+  static const bool early = [] {
+    const char* v = std::getenv("TERN_CUDA_MMA_EARLY");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
   return launch_pdl_shared(decode_attention_mma_kernel<D, S>, grid, 32 * kWarps, bytes, stream, a,
-                           group, chunks, late);
+                           group, chunks, late, early && a.early_keys);
 }
 
 }  // namespace
