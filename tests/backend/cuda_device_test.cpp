@@ -95,7 +95,7 @@ class CudaOps : public ::testing::Test {
     return gpu_f32(nan, ne);
   }
   void run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
-                            int64_t tokens = 1, bool qk_norm = true);
+                            int64_t tokens = 1, bool qk_norm = true, int64_t head_dim = 64);
   std::vector<float> read(const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.elements()));
     gpu_->download(t.data, v.data(), v.size() * 4);
@@ -553,6 +553,14 @@ TEST_F(CudaOps, FusedDecodeOpsWithoutQkNormsEqualTheUnfusedOps) {
   run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 5, 3, false);
 }
 
+// Heads of 128 and 256: the decode attention's folded q/k norm + RoPE with one and two float4s
+// a lane of a head row.
+TEST_F(CudaOps, FusedDecodeOpsWithWiderHeadsEqualTheUnfusedOps) {
+  using T = TensorType;
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 7, 1, true, 128);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 7, 1, true, 256);
+}
+
 TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
   // q, k and v in one launch, gate and up in another with SiLU(gate) * up: at least four fusions.
   using T = TensorType;
@@ -681,8 +689,11 @@ TEST_F(CudaOps, FusedAttentionOutputQuantizationEqualsAQuantizeLaunch) {
 // One layer's decode ops (q, k, v; gate, up) for `tokens` rows with weights of `types`, fused
 // and unfused.
 void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
-                                   int64_t tokens, bool qk_norm) {
-  const int64_t hidden = 512, heads = 8, kv_heads = 2, head_dim = 64, ffn = 1002;
+                                   int64_t tokens, bool qk_norm, int64_t head_dim) {
+  // Heads of 64: 8 query heads over 2 KV heads; of 128 (Qwen3-8B's) and 256: groups of 2. The
+  // query heads fill the hidden size, so the attention output can be the residual.
+  const int64_t hidden = 512, ffn = 1002, heads = hidden / head_dim;
+  const int64_t kv_heads = head_dim == 64 ? 2 : heads / 2;
   struct Weights {
     TensorType type;
     int64_t rows;
