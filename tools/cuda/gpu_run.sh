@@ -145,6 +145,12 @@ if [[ " $stages " == *" tests "* ]]; then
     env $c timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
     echo "cuda_forward_test with $c rc=$?" >>"$summary"
   done
+  # The tensor-core decode kernel doing the q/k norm + RoPE launch's work (TERN_CUDA_MMA_FOLD=1,
+  # attention_decode_mma.cu): the fused decode ops (attention over 777 keys) with it forced.
+  TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 TERN_CUDA_MMA_EARLY=1 timeout 120 $T/bin/cuda_device_test \
+    --gtest_filter='*FusedDecode*' >"$OUT/ops-mma-fold.log" 2>&1
+  echo "cuda_device_test FusedDecode with TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 TERN_CUDA_MMA_EARLY=1 rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-mma-fold.log" | head -10 >>"$summary"
   if [ -z "${TESTS_QUICK:-}" ]; then
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.

@@ -31,7 +31,6 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/norm_rope.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/quantize_q8.cuh"
@@ -430,58 +429,6 @@ __global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLa
 // With a.fold_rope the kernel also does the q/k norm + RoPE launch's work (rope_row): 35 us off a
 // 2,815 us step (2026-12-06, H100; cuda_device_attention.cpp, fold_rope_into_attention).
 constexpr int kGroupLanes = 8;
-
-// a.fold_rope: the calling warp's row of block (bh, split), query head first_head + warp or
-// (`key`) the step's key of the block's KV head, normed and rotated as rms_norm_rope_kernel
-// does it (norm_rope_row): into shared memory (q_row; the key and the values as the F16 cache
-// would hold them, key_row and value_row), and to global memory by the one block that writes
-// each (the rotated q: split 0's blocks; the rotated key, its cache row and the values' cache
-// row: the KV head's first block of the split holding the key). `normed`: the warp's head_dim
-// floats of shared memory (16-byte aligned).
-template <int QUADS>
-__device__ __forceinline__ void rope_row(const AttentionLaunch& a, const BlockHeads& bh, int split,
-                                         bool key, const RopeLane<QUADS>& rl, float* normed,
-                                         float* q_row, uint4* key_row, uint4* value_row) {
-  const NormRopeLaunch& l = a.rope;
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int64_t hd = a.head_dim;
-  const int quads = static_cast<int>(hd / 4);
-  float4* normed4 = reinterpret_cast<float4*>(normed);
-  float4 out[QUADS];
-  if (!key) {
-    const int64_t row = bh.token * a.heads + bh.first_head + warp;
-    norm_rope_row(l, l.parts[0].x + row * hd, l.parts[0].norm, l.parts[0].eps, rl, normed4, lane,
-                  out);
-#pragma unroll
-    for (int s = 0; s < QUADS; ++s) {
-      const int i = lane + 32 * s;
-      if (i >= quads) continue;
-      reinterpret_cast<float4*>(q_row)[i] = out[s];
-      if (split == 0) reinterpret_cast<float4*>(a.q_out + row * hd)[i] = out[s];
-    }
-    return;
-  }
-  const int64_t row = bh.token * a.kv_heads + bh.kv_head;
-  norm_rope_row(l, l.parts[1].x + row * hd, l.parts[1].norm, l.parts[1].eps, rl, normed4, lane,
-                out);
-  const bool writer = bh.first_head == bh.kv_head * (a.heads / a.kv_heads);
-  const int64_t cache_row = static_cast<int64_t>(l.slots[bh.token]) * a.kv_heads + bh.kv_head;
-#pragma unroll
-  for (int s = 0; s < QUADS; ++s) {
-    const int i = lane + 32 * s;
-    if (i >= quads) continue;
-    const uint2 k16 = f16x4(out[s]);
-    const uint2 v16 = f16x4(reinterpret_cast<const float4*>(l.v + row * hd)[i]);
-    reinterpret_cast<uint2*>(key_row)[i] = k16;
-    reinterpret_cast<uint2*>(value_row)[i] = v16;
-    if (writer) {
-      reinterpret_cast<float4*>(a.k_out + row * hd)[i] = out[s];
-      reinterpret_cast<uint2*>(l.k_cache + cache_row * hd)[i] = k16;
-      reinterpret_cast<uint2*>(l.v_cache + cache_row * hd)[i] = v16;
-    }
-  }
-}
-
 constexpr int kKeysInFlight = 2;  // kU: keys a group loads before using the first
 constexpr int kV4KeysPerPass = kWarps * (32 / kGroupLanes) * kKeysInFlight;
 
@@ -574,8 +521,8 @@ __global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G, kPipelined>(
   pdl_wait();
   if (fold) {
     if (rope_warp) {
-      rope_row(a, bh, split, rope_key, rope_lane, sacc[warp][0], rotated_q[warp < G ? warp : 0],
-               new_key, new_value);
+      rope_row(a, bh, split, rope_key ? -1 : warp, rope_lane, sacc[warp][0],
+               rotated_q[warp < G ? warp : 0], new_key, new_value);
     }
     __syncthreads();
   }
@@ -890,14 +837,22 @@ bool attention_output_quantizes(const AttentionLaunch& a, int group) {
 
 bool attention_folds_rope(const AttentionLaunch& a) {
   const NormRopeLaunch& l = a.rope;
-  if (a.decode_kernel != DecodeAttentionKernel::kV4 || a.kv_type != TensorType::F16 ||
-      a.tokens != 1 || a.ancestors != nullptr || a.kv_heads <= 0 ||
-      (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
+  // The tensor-core kernel's fold (8K keys on): written 2026-12-06 after the device time ran
+  // out, not yet run on a GPU, so only with TERN_CUDA_MMA_FOLD=1 until measured.
+  static const bool mma_fold = [] {
+    const char* v = std::getenv("TERN_CUDA_MMA_FOLD");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  const bool v4 = a.decode_kernel == DecodeAttentionKernel::kV4;
+  const bool mma = a.decode_kernel == DecodeAttentionKernel::kMma && mma_fold;
+  if (!(v4 || mma) || a.kv_type != TensorType::F16 || a.tokens != 1 || a.ancestors != nullptr ||
+      a.kv_heads <= 0 || (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
     return false;
   }
   const int group = static_cast<int>(a.heads / a.kv_heads);
-  // A warp a query head of the block and one more for the key.
-  if (v4_heads_per_block(group, static_cast<int>(a.head_dim / 64)) >= kWarps) return false;
+  // v4: a warp a query head of the block and one more for the key (the tensor-core kernel's
+  // warps loop over the rows).
+  if (v4 && v4_heads_per_block(group, static_cast<int>(a.head_dim / 64)) >= kWarps) return false;
   return l.count == 2 && l.n == 1 && l.head_dim == a.head_dim && l.rotary_dim <= a.head_dim &&
          l.parts[0].heads == a.heads && l.parts[1].heads == a.kv_heads && l.k_cache == a.k_cache &&
          l.v_cache == a.v_cache && l.v != nullptr && l.slots != nullptr && a.q_out != nullptr &&

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_rope.cuh"
 
 namespace tern::cuda {
 
@@ -112,6 +113,58 @@ __device__ __forceinline__ void store_block_output(const AttentionLaunch& a, con
         part[hd] = mx;
         part[hd + 1] = total;
       }
+    }
+  }
+}
+
+// a.fold_rope (AttentionLaunch): the calling warp's row of block (bh, split) of a decode
+// attention kernel, query head first_head + head (head >= 0) or the step's key of the block's KV
+// head (head < 0), normed and rotated as rms_norm_rope_kernel does it (norm_rope_row): into
+// shared memory (q_row; the key and the values as the F16 cache
+// would hold them, key_row and value_row), and to global memory by the one block that writes
+// each (the rotated q: split 0's blocks; the rotated key, its cache row and the values' cache
+// row: the KV head's first block of the split holding the key). `normed`: the warp's head_dim
+// floats of shared memory (16-byte aligned).
+template <int QUADS>
+__device__ __forceinline__ void rope_row(const AttentionLaunch& a, const BlockHeads& bh, int split,
+                                         int head, const RopeLane<QUADS>& rl, float* normed,
+                                         float* q_row, uint4* key_row, uint4* value_row) {
+  const NormRopeLaunch& l = a.rope;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t hd = a.head_dim;
+  const int quads = static_cast<int>(hd / 4);
+  float4* normed4 = reinterpret_cast<float4*>(normed);
+  float4 out[QUADS];
+  if (head >= 0) {
+    const int64_t row = bh.token * a.heads + bh.first_head + head;
+    norm_rope_row(l, l.parts[0].x + row * hd, l.parts[0].norm, l.parts[0].eps, rl, normed4, lane,
+                  out);
+#pragma unroll
+    for (int s = 0; s < QUADS; ++s) {
+      const int i = lane + 32 * s;
+      if (i >= quads) continue;
+      reinterpret_cast<float4*>(q_row)[i] = out[s];
+      if (split == 0) reinterpret_cast<float4*>(a.q_out + row * hd)[i] = out[s];
+    }
+    return;
+  }
+  const int64_t row = bh.token * a.kv_heads + bh.kv_head;
+  norm_rope_row(l, l.parts[1].x + row * hd, l.parts[1].norm, l.parts[1].eps, rl, normed4, lane,
+                out);
+  const bool writer = bh.first_head == bh.kv_head * (a.heads / a.kv_heads);
+  const int64_t cache_row = static_cast<int64_t>(l.slots[bh.token]) * a.kv_heads + bh.kv_head;
+#pragma unroll
+  for (int s = 0; s < QUADS; ++s) {
+    const int i = lane + 32 * s;
+    if (i >= quads) continue;
+    const uint2 k16 = f16x4(out[s]);
+    const uint2 v16 = f16x4(reinterpret_cast<const float4*>(l.v + row * hd)[i]);
+    reinterpret_cast<uint2*>(key_row)[i] = k16;
+    reinterpret_cast<uint2*>(value_row)[i] = v16;
+    if (writer) {
+      reinterpret_cast<float4*>(a.k_out + row * hd)[i] = out[s];
+      reinterpret_cast<uint2*>(l.k_cache + cache_row * hd)[i] = k16;
+      reinterpret_cast<uint2*>(l.v_cache + cache_row * hd)[i] = v16;
     }
   }
 }

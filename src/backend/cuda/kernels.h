@@ -235,8 +235,9 @@ struct AttentionLaunch {
   // fold_rope the q/k/v product) runs.
   bool early_keys = false;
   // One token's decode with the layer's q/k norm + RoPE launch and its cache store folded in
-  // (the v4 kernel; attention_folds_rope): rope.parts[0].x and parts[1].x hold q and k as the
-  // q/k/v product wrote them, rope.v the values, rope.slots the new key's slot. Each block norms
+  // (the v4 kernel, and the tensor-core one under TERN_CUDA_MMA_FOLD=1; attention_folds_rope):
+  // rope.parts[0].x and parts[1].x hold q and k as the q/k/v product wrote them, rope.v the
+  // values, rope.slots the new key's slot. Each block norms
   // and rotates its query heads (`q` is not read), the blocks of the split holding the new key
   // the key too (F16, as the cache would give it back); the first split's blocks write the
   // rotated q to q_out, and the first block of the new key's KV head writes the rotated key to
