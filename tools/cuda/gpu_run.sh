@@ -137,7 +137,7 @@ if [[ " $stages " == *" tests "* ]]; then
   # the forward passes (token trees, chunks, decode).
   # (=7: one mma chain a score fragment, the prefill default before 2026-12-06.) ATTN_TEST_CONFIGS
   # (';'-separated) picks fewer.
-  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=1;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9}"
+  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=1;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=12}"
   for c in "${attn_configs[@]}"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1

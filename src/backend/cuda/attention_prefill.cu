@@ -335,15 +335,20 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles with the low products' own chains, 1 the
   // plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a score fragment,
   // 9 the wgmma kernel (attention_prefill_wgmma.cu; Hopper only, else the default), 10 that with
-  // single-f16 Q (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
+  // single-f16 Q, 12 the warp-specialized one (attention_prefill_ws.cu; Hopper and even GQA
+  // groups, else the default), 13 that with single-f16 P (A/B runs; 0 is the CUDA-core kernels,
+  // cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 2;
-    for (int known : {1, 3, 7, 9, 10}) {
+    for (int known : {1, 3, 7, 9, 10, 12, 13}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 2;
   }();
+  if ((variant == 12 || variant == 13) && prefill_attention_ws_supported(a)) {
+    return prefill_attention_ws(a, tiles, tile_count, stream, variant == 12);
+  }
   if ((variant == 9 || variant == 10) && prefill_attention_wgmma_supported(a)) {
     return prefill_attention_wgmma(a, tiles, tile_count, stream, variant == 9);
   }

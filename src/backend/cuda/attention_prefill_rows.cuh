@@ -43,15 +43,15 @@ struct PrefillRows {
 };
 
 // The rows of block blockIdx.x (tiles[2 b]: its sequence, tiles[2 b + 1]: its first token) and
-// head blockIdx.y, for lane (g = lane / 4) of warp `warp`.
+// query head `head`, for lane (g = lane / 4) of warp `warp` (of the rows' warpgroup).
 __device__ __forceinline__ PrefillRows prefill_rows(const AttentionLaunch& a, const int32_t* tiles,
-                                                    int warp, int g) {
+                                                    int warp, int g, int64_t head) {
   PrefillRows r;
   const int32_t* seq = a.sequences + 4 * tiles[2 * blockIdx.x];
   const int64_t seq_first = seq[0], seq_end = seq[0] + seq[1], pos0 = seq[2];
   r.table = a.tables + seq[3];
   const int64_t tile_first = tiles[2 * blockIdx.x + 1];
-  r.head = blockIdx.y;
+  r.head = head;
   r.kvh = r.head / (a.heads / a.kv_heads);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -78,6 +78,11 @@ __device__ __forceinline__ PrefillRows prefill_rows(const AttentionLaunch& a, co
   r.softcap = a.softcap;
   r.inverse_cap = r.capped ? 1.0f / a.softcap : 0.0f;
   return r;
+}
+// One query head a block: head blockIdx.y.
+__device__ __forceinline__ PrefillRows prefill_rows(const AttentionLaunch& a, const int32_t* tiles,
+                                                    int warp, int g) {
+  return prefill_rows(a, tiles, warp, g, blockIdx.y);
 }
 
 // The lane's Q fragments (mma m16n8k16's A layout, which wgmma's register A shares), scaled:

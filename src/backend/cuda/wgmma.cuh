@@ -128,6 +128,28 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t 
 #endif
 }
 
+// D [64 x 64] (+)= A [64 x 16] . B [16 x 64]: both from shared memory (A K-major: a_desc as
+// a K-major B's, rows being M indices).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a_desc, uint64_t b_desc,
+                                                   bool accumulate) {
+#if TERN_HAS_WGMMA
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, %35;\n}"
+      : TERN_WGMMA_ACC8(0), TERN_WGMMA_ACC8(8), TERN_WGMMA_ACC8(16), TERN_WGMMA_ACC8(24)
+      : "l"(a_desc), "l"(b_desc), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransB)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
 #undef TERN_WGMMA_ACC8
 
 }  // namespace tern::cuda
