@@ -132,12 +132,13 @@ if [[ " $stages " == *" tests "* ]]; then
   grep -E "Failure|FAILED" "$OUT/ops-attn-cores.log" | head -10 >>"$summary"
   fi
   # The decode attention kernels at every length (the default takes v4 below 8K keys and the
-  # tensor-core kernel, attention_decode_mma.cu, from there) and the prefill kernel's plain tiles
-  # (attention_prefill.cu; cp.async tiles are the default), each through the attention cases and
-  # the forward passes (token trees, chunks, decode).
-  # (=7: one mma chain a score fragment, the prefill default before 2026-12-06.) ATTN_TEST_CONFIGS
-  # (';'-separated) picks fewer.
-  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=1;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=12}"
+  # tensor-core kernel, attention_decode_mma.cu, from there; its early tiles off too) and the
+  # prefill kernels other than the default warp-specialized one (attention_prefill_ws.cu; =14 its
+  # three stages): attention_prefill.cu's plain tiles (=1), cp.async tiles (=2, the fallback for
+  # odd GQA groups and GPUs past Hopper) and one chain a score fragment (=7), the one-warpgroup
+  # wgmma kernel (=9), each through the attention cases and the forward passes (token trees,
+  # chunks, decode). ATTN_TEST_CONFIGS (';'-separated) picks fewer.
+  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=0;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=2;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=14}"
   for c in "${attn_configs[@]}"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
@@ -147,9 +148,9 @@ if [[ " $stages " == *" tests "* ]]; then
   done
   # The tensor-core decode kernel doing the q/k norm + RoPE launch's work (TERN_CUDA_MMA_FOLD=1,
   # attention_decode_mma.cu): the fused decode ops (attention over 777 keys) with it forced.
-  TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 TERN_CUDA_MMA_EARLY=1 timeout 120 $T/bin/cuda_device_test \
+  TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 timeout 120 $T/bin/cuda_device_test \
     --gtest_filter='*FusedDecode*' >"$OUT/ops-mma-fold.log" 2>&1
-  echo "cuda_device_test FusedDecode with TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 TERN_CUDA_MMA_EARLY=1 rc=$?" >>"$summary"
+  echo "cuda_device_test FusedDecode with TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-mma-fold.log" | head -10 >>"$summary"
   if [ -z "${TESTS_QUICK:-}" ]; then
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
@@ -341,7 +342,8 @@ if [[ " $stages " == *" matrix "* ]]; then
   # `model` and `files` write, then REAL_MODELS): tern bench's prefill of 512 and 4,096 tokens
   # after 1K and 16K tokens of context (-d) and decode of 128 and 512 tokens after 1K and 16K
   # tokens, then llama-bench's same tests on the same file (pp512 / pp4096, tg128 / tg512 at
-  # depth 1024 and 16384). MATRIX_DECODE_ONLY=1: the decode tests only.
+  # depth 1024 and 16384). MATRIX_DECODE_ONLY=1: the decode tests only; MATRIX_PREFILL_ONLY=1: the
+  # prefill ones only.
   L=/tmp/llama/bin
   # A llama.cpp build still running on this machine's CPUs slows Tern's host side (2026-12-06:
   # Q4_K_M decode repetitions spread 262-332 tok/s beside it): wait for it first.
@@ -357,16 +359,19 @@ if [[ " $stages " == *" matrix "* ]]; then
       echo "matrix $name: tern prefill after 1K / 16K tokens rc=$?" >>"$summary"
       grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-prefill.log" >>"$summary"
     fi
-    timeout 240 $T/bin/tern bench --device cuda -m "$f" -p 1024 -p 16384 -n 128 -n 512 -r 2 \
-      >"$OUT/matrix-$name-decode.log" 2>&1
-    echo "matrix $name: tern decode rc=$?" >>"$summary"
-    grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-decode.log" >>"$summary"
+    if [ -z "${MATRIX_PREFILL_ONLY:-}" ]; then
+      timeout 240 $T/bin/tern bench --device cuda -m "$f" -p 1024 -p 16384 -n 128 -n 512 -r 2 \
+        >"$OUT/matrix-$name-decode.log" 2>&1
+      echo "matrix $name: tern decode rc=$?" >>"$summary"
+      grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-decode.log" >>"$summary"
+    fi
     wait_llama
     if [ -x $L/llama-bench ]; then
-      prefill=512,4096
+      prefill=512,4096 decode=128,512
       [ -n "${MATRIX_DECODE_ONLY:-}" ] && prefill=0
+      [ -n "${MATRIX_PREFILL_ONLY:-}" ] && decode=0
       LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 300 $L/llama-bench -m "$f" -fa 1 -ngl 99 \
-        -p $prefill -n 128,512 -d 1024,16384 -r 2 >"$OUT/matrix-$name-llama.log" 2>&1
+        -p $prefill -n $decode -d 1024,16384 -r 2 >"$OUT/matrix-$name-llama.log" 2>&1
       echo "matrix $name: llama-bench rc=$?" >>"$summary"
       grep '^| [a-z]' "$OUT/matrix-$name-llama.log" | grep -v model >>"$summary"
     fi

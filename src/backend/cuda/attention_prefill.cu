@@ -47,7 +47,9 @@
 // ~1.4 ms), after 1K keys 0.184 -> 0.091 ms; 158 TFLOP/s counting each product once, ~316 issued
 // (~32% of the dense f16 peak). With the low products' own chains (kLowChain): 0.844 ms.
 // Taken for F16 caches with heads of 64 or 128 and no token trees (TERN_CUDA_ATTN_PREFILL=0: the
-// CUDA-core kernels); cuda_device_test's attention cases and cuda_forward_test run through it.
+// CUDA-core kernels) where attention_prefill_ws.cu cannot run (odd GQA groups, GPUs past Hopper;
+// that kernel is 1.42x faster after 16K keys on an H100); cuda_device_test's attention cases and
+// cuda_forward_test run through it with TERN_CUDA_ATTN_PREFILL=2.
 #include <cuda_fp16.h>
 
 #include <cstdlib>
@@ -332,22 +334,22 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
-  // TERN_CUDA_ATTN_PREFILL: unset the cp.async tiles with the low products' own chains, 1 the
-  // plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a score fragment,
-  // 9 the wgmma kernel (attention_prefill_wgmma.cu; Hopper only, else the default), 10 that with
-  // single-f16 Q, 12 the warp-specialized one (attention_prefill_ws.cu; Hopper and even GQA
-  // groups, else the default), 13 that with single-f16 P (A/B runs; 0 is the CUDA-core kernels,
-  // cuda_device_attention.cpp).
+  // TERN_CUDA_ATTN_PREFILL: unset the warp-specialized wgmma kernel (attention_prefill_ws.cu,
+  // where it runs: Hopper, even GQA groups; else 2), 2 the cp.async tiles with the low products'
+  // own chains, 1 the plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain
+  // a score fragment, 9 the one-warpgroup wgmma kernel (attention_prefill_wgmma.cu; Hopper only,
+  // else 2), 10 that with single-f16 Q, 13 the warp-specialized one with single-f16 P, 14 with
+  // three stages (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
-    if (v == nullptr) return 2;
-    for (int known : {1, 3, 7, 9, 10, 12, 13}) {
+    if (v == nullptr) return 12;
+    for (int known : {1, 2, 3, 7, 9, 10, 12, 13, 14}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
-    return 2;
+    return 12;
   }();
-  if ((variant == 12 || variant == 13) && prefill_attention_ws_supported(a)) {
-    return prefill_attention_ws(a, tiles, tile_count, stream, variant == 12);
+  if ((variant == 12 || variant == 13 || variant == 14) && prefill_attention_ws_supported(a)) {
+    return prefill_attention_ws(a, tiles, tile_count, stream, variant != 13, variant == 14 ? 3 : 2);
   }
   if ((variant == 9 || variant == 10) && prefill_attention_wgmma_supported(a)) {
     return prefill_attention_wgmma(a, tiles, tile_count, stream, variant == 9);

@@ -22,7 +22,13 @@
 // wait for V(j), issue P(j) V(j); take the softmax of tile j + 1 while P(j) V(j) runs; free both
 // stages. Reads: q once; each key and value row once per 64 query tokens of each pair of query
 // heads (the KV head's other pairs read it again, from L2). Writes out [tokens, heads, head_dim].
-// Written 2026-12-06 (session m); TERN_CUDA_ATTN_PREFILL=12 takes it, not yet the default.
+// Measured (2026-12-06, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128, A B A
+// B against the mma.sync kernel): after 16K keys 0.877 / 0.879 -> 0.617 / 0.617 ms (1.42x; 226
+// TFLOP/s counting each product once, ~450 issued with the splits: ~45% of the dense f16 peak),
+// after 1K 0.091 -> 0.071 ms. Single-f16 P (=13) only 1.5% faster: not bound by the tensor cores.
+// Qwen3-8B-shaped prefill of 512 tokens after 16K (tern bench): Q4_K_M 8,492 / 8,518 -> 9,882 /
+// 9,745 tok/s; BF16 0.74-0.78x -> 0.94-0.95x llama.cpp. The default where it runs (Hopper, even
+// GQA groups); TERN_CUDA_ATTN_PREFILL=2 takes the mma.sync kernel.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"
@@ -39,7 +45,7 @@ constexpr int kMathGroups = 2;  // warpgroups of math, one query head each
 constexpr int kMathWarps = 4 * kMathGroups;
 constexpr int kThreads = 32 * kMathWarps + 64;  // and a K-copy warp and a V-copy warp
 constexpr int kKeyTile = 64;
-constexpr int kStages = 2;
+constexpr int kDefaultStages = 2;  // (3: TERN_CUDA_ATTN_PREFILL=14)
 constexpr uint32_t kCoreBytes = 128;
 // Core-matrix strides in a 64-row tile: the next 8 rows (keys, or query rows), the next 8 dims.
 constexpr uint32_t kGroupStride = kCoreBytes;
@@ -47,7 +53,7 @@ constexpr uint32_t kPieceStride = (kKeyTile / 8) * kCoreBytes;
 
 // Where things are in the dynamic shared memory: each math group's Q (high, then low), the K
 // stages, the V stages, then the mbarriers (full K, full V, empty K, empty V; a stage each).
-template <int D>
+template <int D, int kStages>
 struct SharedLayout {
   static constexpr uint32_t kTile = kKeyTile * D * sizeof(__half);  // also a 64-row Q half
   static constexpr uint32_t kQ = 0;
@@ -64,10 +70,10 @@ enum Barrier { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
 // kSplitP: P as two f16 halves (float precision); without it one f16, as llama.cpp's flash
 // attention takes it (TERN_CUDA_ATTN_PREFILL=13, for measuring what the split costs only: its
 // output is ~2e-4 rel rms from float, the attention cases ask 1e-4 of the CPU).
-template <int D, bool kSplitP>
+template <int D, bool kSplitP, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_ws_kernel(AttentionLaunch a, const int32_t* tiles) {
-  using L = SharedLayout<D>;
+  using L = SharedLayout<D, kStages>;
   extern __shared__ __align__(128) unsigned char ws_shared[];
   const uint32_t base = shared_address(ws_shared);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -268,10 +274,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   store_prefill_rows<D>(a, r, t, o, l);
 }
 
-template <int D, bool kSplitP>
+template <int D, bool kSplitP, int kStages = kDefaultStages>
 cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, const int32_t* tiles) {
-  auto* kernel = prefill_attention_ws_kernel<D, kSplitP>;
-  constexpr size_t bytes = SharedLayout<D>::kBytes;
+  auto* kernel = prefill_attention_ws_kernel<D, kSplitP, kStages>;
+  constexpr size_t bytes = SharedLayout<D, kStages>::kBytes;
   const cudaError_t raised = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (raised != cudaSuccess) return raised;
@@ -286,7 +292,7 @@ bool prefill_attention_ws_supported(const AttentionLaunch& a) {
 }
 
 cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
-                                 cudaStream_t stream, bool split_p) {
+                                 cudaStream_t stream, bool split_p, int stages) {
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_ws_supported(a) || a.heads / 2 > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads / 2));
@@ -294,6 +300,7 @@ cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles,
     return split_p ? launch<64, true>(grid, stream, a, tiles)
                    : launch<64, false>(grid, stream, a, tiles);
   }
+  if (stages == 3) return launch<128, true, 3>(grid, stream, a, tiles);
   return split_p ? launch<128, true>(grid, stream, a, tiles)
                  : launch<128, false>(grid, stream, a, tiles);
 }
