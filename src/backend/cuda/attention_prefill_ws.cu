@@ -43,7 +43,12 @@ namespace {
 
 constexpr int kMathGroups = 2;  // warpgroups of math, one query head each
 constexpr int kMathWarps = 4 * kMathGroups;
-constexpr int kThreads = 32 * kMathWarps + 64;  // and a K-copy warp and a V-copy warp
+// And a K-copy warp and a V-copy warp; with Q in registers (kQRegs) a whole copy warpgroup, two
+// of its warps idle, so that setmaxnreg can move its registers to the math warpgroups.
+template <bool kQRegs>
+constexpr int threads_for() {
+  return 32 * kMathWarps + (kQRegs ? 128 : 64);
+}
 constexpr int kKeyTile = 64;
 constexpr int kDefaultStages = 2;  // (3: TERN_CUDA_ATTN_PREFILL=14)
 constexpr uint32_t kCoreBytes = 128;
@@ -51,18 +56,31 @@ constexpr uint32_t kCoreBytes = 128;
 constexpr uint32_t kGroupStride = kCoreBytes;
 constexpr uint32_t kPieceStride = (kKeyTile / 8) * kCoreBytes;
 
-// Where things are in the dynamic shared memory: each math group's Q (high, then low), the K
-// stages, the V stages, then the mbarriers (full K, full V, empty K, empty V; a stage each).
-template <int D, int kStages>
+// Where things are in the dynamic shared memory: each math group's Q (high, then low; none with
+// kQRegs), the K stages, the V stages, then the mbarriers (full K, full V, empty K, empty V; a
+// stage each).
+template <int D, int kStages, bool kQRegs>
 struct SharedLayout {
   static constexpr uint32_t kTile = kKeyTile * D * sizeof(__half);  // also a 64-row Q half
   static constexpr uint32_t kQ = 0;
-  static constexpr uint32_t kK = kQ + 2 * kMathGroups * kTile;
+  static constexpr uint32_t kK = kQ + (kQRegs ? 0 : 2 * kMathGroups * kTile);
   static constexpr uint32_t kV = kK + kStages * kTile;
   static constexpr uint32_t kBarriers = kV + kStages * kTile;
   static constexpr uint32_t kBytes = kBarriers + 4 * kStages * 8;
 };
 enum Barrier { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
+
+// The registers a lane of this warpgroup may hold from here on (every warp of the group runs it).
+template <int kRegisters, bool kRaise>
+__device__ __forceinline__ void set_max_registers() {
+#if TERN_HAS_WGMMA
+  if constexpr (kRaise) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters) : "memory");
+  } else {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters) : "memory");
+  }
+#endif
+}
 
 // 168 registers a thread (8 bytes spilled at heads of 128): ten warps put three on two of the
 // multiprocessor's four quarters, 16K registers each (200 registers measured "too many
@@ -70,10 +88,15 @@ enum Barrier { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
 // kSplitP: P as two f16 halves (float precision); without it one f16, as llama.cpp's flash
 // attention takes it (TERN_CUDA_ATTN_PREFILL=13, for measuring what the split costs only: its
 // output is ~2e-4 rel rms from float, the attention cases ask 1e-4 of the CPU).
-template <int D, bool kSplitP, int kStages>
-__global__ void __launch_bounds__(kThreads, 1)
+// kQRegs (TERN_CUDA_ATTN_PREFILL=15): Q's fragments in registers, S = Q K^T reading only K from
+// shared memory (with Q there too, each 64 x 64 x 16 product reads 4 KB in its 32 tensor cycles:
+// all of shared memory's 128 bytes a cycle). Registers for it come from setmaxnreg: the copy
+// warpgroup drops to 40, the math warpgroups rise to 232 (a quarter of the SM then holds 232 +
+// 232 + 40 registers a lane: 16,128 of 16,384).
+template <int D, bool kSplitP, int kStages, bool kQRegs>
+__global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
     prefill_attention_ws_kernel(AttentionLaunch a, const int32_t* tiles) {
-  using L = SharedLayout<D, kStages>;
+  using L = SharedLayout<D, kStages, kQRegs>;
   extern __shared__ __align__(128) unsigned char ws_shared[];
   const uint32_t base = shared_address(ws_shared);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -92,6 +115,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int64_t head_pair = 2 * static_cast<int64_t>(blockIdx.y);
   if (warp >= kMathWarps) {
+    // (kQRegs: the whole copy warpgroup gives registers up, then its idle warps leave. Each
+    // setmaxnreg sits where only its own warpgroups pass, so that ptxas allocates the code
+    // after it to the new count.)
+    if constexpr (kQRegs) {
+      set_max_registers<40, false>();
+      if (warp >= kMathWarps + 2) return;
+    }
     // A copy warp: the key (warp 8) or value (warp 9) tiles of the block's key range, a stage
     // ahead of the math. Eight consecutive lanes take one 16-byte piece of eight consecutive keys
     // (one core matrix: 128 contiguous bytes of shared memory); the warp's four groups of lanes
@@ -136,11 +166,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // A math warpgroup: query head head_pair + math_group, its warp w rows 16 w .. 16 w + 15.
+  if constexpr (kQRegs) set_max_registers<232, true>();
   const int math_group = warp / 4, group_warp = warp % 4;
   const int g = lane >> 2, t = lane & 3;
   const PrefillRows r = prefill_rows(a, tiles, group_warp, g, head_pair + math_group);
   const uint32_t q_high = base + L::kQ + math_group * 2 * L::kTile, q_low = q_high + L::kTile;
-  {
+  uint32_t qh[kQRegs ? D / 16 : 1][4], ql[kQRegs ? D / 16 : 1][4];
+  if constexpr (kQRegs) {
+    load_q_fragments<D, true>(a, r, t, qh, ql);
+  } else {
     // Q, scaled, split and stored once as core matrices: thread i of the group takes row i % 8
     // of core matrix i / 8 (dims 8p.. of rows 8c.., p = core / 8, c = core % 8), so consecutive
     // threads write consecutive 16 bytes and read a row's 32 bytes each.
@@ -192,10 +226,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t k_step = 2 * kk * kPieceStride;
       const uint64_t b = wgmma_descriptor(k_tile(stage) + k_step, kPieceStride, kGroupStride);
-      wgmma_m64n64k16_ss<0>(s, wgmma_descriptor(q_high + k_step, kPieceStride, kGroupStride), b,
-                            kk > 0);
-      wgmma_m64n64k16_ss<0>(s, wgmma_descriptor(q_low + k_step, kPieceStride, kGroupStride), b,
-                            true);
+      if constexpr (kQRegs) {
+        wgmma_m64n64k16<0>(s, qh[kk], b, kk > 0);
+        wgmma_m64n64k16<0>(s, ql[kk], b, true);
+      } else {
+        wgmma_m64n64k16_ss<0>(s, wgmma_descriptor(q_high + k_step, kPieceStride, kGroupStride), b,
+                              kk > 0);
+        wgmma_m64n64k16_ss<0>(s, wgmma_descriptor(q_low + k_step, kPieceStride, kGroupStride), b,
+                              true);
+      }
     }
   };
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
@@ -274,14 +313,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   store_prefill_rows<D>(a, r, t, o, l);
 }
 
-template <int D, bool kSplitP, int kStages = kDefaultStages>
+template <int D, bool kSplitP, int kStages = kDefaultStages, bool kQRegs = false>
 cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, const int32_t* tiles) {
-  auto* kernel = prefill_attention_ws_kernel<D, kSplitP, kStages>;
-  constexpr size_t bytes = SharedLayout<D, kStages>::kBytes;
+  auto* kernel = prefill_attention_ws_kernel<D, kSplitP, kStages, kQRegs>;
+  constexpr size_t bytes = SharedLayout<D, kStages, kQRegs>::kBytes;
   const cudaError_t raised = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (raised != cudaSuccess) return raised;
-  kernel<<<grid, kThreads, bytes, stream>>>(a, tiles);
+  kernel<<<grid, threads_for<kQRegs>(), bytes, stream>>>(a, tiles);
   return cudaGetLastError();
 }
 
@@ -292,7 +331,8 @@ bool prefill_attention_ws_supported(const AttentionLaunch& a) {
 }
 
 cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
-                                 cudaStream_t stream, bool split_p, int stages) {
+                                 cudaStream_t stream, bool split_p, int stages,
+                                 bool q_in_registers) {
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_ws_supported(a) || a.heads / 2 > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads / 2));
@@ -301,6 +341,7 @@ cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles,
                    : launch<64, false>(grid, stream, a, tiles);
   }
   if (stages == 3) return launch<128, true, 3>(grid, stream, a, tiles);
+  if (q_in_registers) return launch<128, true, kDefaultStages, true>(grid, stream, a, tiles);
   return split_p ? launch<128, true>(grid, stream, a, tiles)
                  : launch<128, false>(grid, stream, a, tiles);
 }
