@@ -133,12 +133,12 @@ if [[ " $stages " == *" tests "* ]]; then
   fi
   # The decode attention kernels at every length (the default takes v4 below 8K keys and the
   # tensor-core kernel, attention_decode_mma.cu, from there; its early tiles off too) and the
-  # prefill kernels other than the default warp-specialized one (attention_prefill_ws.cu; =14 its
-  # three stages): attention_prefill.cu's plain tiles (=1), cp.async tiles (=2, the fallback for
+  # prefill kernels other than the default warp-specialized one (attention_prefill_ws.cu; =12 it
+  # with Q in shared memory): attention_prefill.cu's plain tiles (=1), cp.async tiles (=2, the fallback for
   # odd GQA groups and GPUs past Hopper) and one chain a score fragment (=7), the one-warpgroup
   # wgmma kernel (=9), each through the attention cases and the forward passes (token trees,
   # chunks, decode). ATTN_TEST_CONFIGS (';'-separated) picks fewer.
-  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=0;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=2;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=14}"
+  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=0;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=2;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=12}"
   for c in "${attn_configs[@]}"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1

@@ -8,27 +8,31 @@
 // 2026-12-06): its warps stalled on their copies and barriers, not on the tensor cores. After 16K
 // tokens of context this attention is ~2/3 of a BF16 prefill, where llama.cpp is 1.3x faster.
 // Warps: 0-3 the math warpgroup of head 2 blockIdx.y, 4-7 of head 2 blockIdx.y + 1, 8 copies K
-// tiles, 9 V tiles. Each tile has a stage of shared memory (two stages) with a "full" mbarrier
-// (the copy warp's 32 lanes arrive once their cp.asyncs land) and an "empty" one (each math warp
-// arrives once its products reading the stage are done), so copies run a tile ahead and no
-// warp waits for the whole block.
-// Shared memory (128 KB at heads of 128): each math warpgroup's Q (64 rows, split into f16 high
-// and low halves, written once), two K and two V stages of 64 keys; every tile as wgmma's core
-// matrices of 8 rows x 8 dims in 128 contiguous bytes, row groups fastest
-// (attention_prefill_wgmma.cu gives the strides): S = Q K^T takes both operands from shared memory,
-// O += P V takes P from registers (split like Q) and V transposed. Precision: as
-// attention_prefill.cu, Q and P split into two f16 halves, each product twice, so the results keep
-// float precision. The round of tile j in a math warpgroup: wait for K(j + 1), issue its scores;
-// wait for V(j), issue P(j) V(j); take the softmax of tile j + 1 while P(j) V(j) runs; free both
-// stages. Reads: q once; each key and value row once per 64 query tokens of each pair of query
-// heads (the KV head's other pairs read it again, from L2). Writes out [tokens, heads, head_dim].
-// Measured (2026-12-06, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128, A B A
-// B against the mma.sync kernel): after 16K keys 0.877 / 0.879 -> 0.617 / 0.617 ms (1.42x; 226
-// TFLOP/s counting each product once, ~450 issued with the splits: ~45% of the dense f16 peak),
-// after 1K 0.091 -> 0.071 ms. Single-f16 P (=13) only 1.5% faster: not bound by the tensor cores.
-// Qwen3-8B-shaped prefill of 512 tokens after 16K (tern bench): Q4_K_M 8,492 / 8,518 -> 9,882 /
-// 9,745 tok/s; BF16 0.74-0.78x -> 0.94-0.95x llama.cpp. The default where it runs (Hopper, even
-// GQA groups); TERN_CUDA_ATTN_PREFILL=2 takes the mma.sync kernel.
+// tiles, 9 V tiles (at heads of 128, 10 and 11 complete the copy warpgroup and leave). Each tile
+// has a stage of shared memory (two stages) with a "full" mbarrier (the copy warp's 32 lanes
+// arrive once their cp.asyncs land) and an "empty" one (each math warp arrives once its products
+// reading the stage are done), so copies run a tile ahead and no warp waits for the whole block.
+// Shared memory: two K and two V stages of 64 keys (64 KB at heads of 128), and at heads of 64
+// each math warpgroup's Q (64 rows split into f16 high and low halves, written once); every tile
+// as wgmma's core matrices of 8 rows x 8 dims in 128 contiguous bytes, row groups fastest
+// (attention_prefill_wgmma.cu gives the strides). At heads of 128 Q's fragments stay in
+// registers (kQRegs, below), S = Q K^T reading only K from shared memory; O += P V takes P from
+// registers (split like Q) and V transposed.
+// Precision: as attention_prefill.cu, Q and P split into two f16 halves, each product twice, so
+// the results keep float precision.
+// The round of tile j in a math warpgroup: wait for K(j + 1), issue its scores; wait for V(j),
+// issue P(j) V(j); take the softmax of tile j + 1 while P(j) V(j) runs; free both stages.
+// Reads: q once; each key and value row once per 64 query tokens of each pair of query heads
+// (the KV head's other pairs read it again, from L2). Writes out [tokens, heads, head_dim].
+// Measured (2026-12-06, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128, A B
+// A B on one machine): after 16K keys the mma.sync kernel 0.880 / 0.879 ms, this one with Q in
+// shared memory (=12) 0.618 / 0.619, Q in registers (the default) 0.544 / 0.539 (1.63x; 258
+// TFLOP/s counting each product once, ~520 issued with the splits: ~53% of the dense f16 peak);
+// after 1K keys 0.090 -> 0.061 ms. Single-f16 P (=13, Q in shared memory) only 1.5% faster than
+// =12. Qwen3-8B-shaped prefill after 16K tokens (tern bench -d 16384, pp512 / pp4096): Q4_K_M
+// 9,798 / 11,743 (=12) -> 10,379 / 12,737 tok/s; BF16 11,711 / 12,269 -> 12,899 / 13,447 (the
+// mma.sync kernel's had BF16 at 0.74-0.78x llama.cpp after 16K, =12 at 0.94-0.95x). The default
+// where it runs (Hopper, even GQA groups); TERN_CUDA_ATTN_PREFILL=2 takes the mma.sync kernel.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"
@@ -50,7 +54,9 @@ constexpr int threads_for() {
   return 32 * kMathWarps + (kQRegs ? 128 : 64);
 }
 constexpr int kKeyTile = 64;
-constexpr int kDefaultStages = 2;  // (3: TERN_CUDA_ATTN_PREFILL=14)
+// Two stages: three measured 0.630 / 0.623 ms against 0.618 / 0.619 (2026-12-06, H100, 512 tokens
+// after 16K keys, Q in shared memory).
+constexpr int kDefaultStages = 2;
 constexpr uint32_t kCoreBytes = 128;
 // Core-matrix strides in a 64-row tile: the next 8 rows (keys, or query rows), the next 8 dims.
 constexpr uint32_t kGroupStride = kCoreBytes;
@@ -88,11 +94,11 @@ __device__ __forceinline__ void set_max_registers() {
 // kSplitP: P as two f16 halves (float precision); without it one f16, as llama.cpp's flash
 // attention takes it (TERN_CUDA_ATTN_PREFILL=13, for measuring what the split costs only: its
 // output is ~2e-4 rel rms from float, the attention cases ask 1e-4 of the CPU).
-// kQRegs (TERN_CUDA_ATTN_PREFILL=15): Q's fragments in registers, S = Q K^T reading only K from
-// shared memory (with Q there too, each 64 x 64 x 16 product reads 4 KB in its 32 tensor cycles:
-// all of shared memory's 128 bytes a cycle). Registers for it come from setmaxnreg: the copy
-// warpgroup drops to 40, the math warpgroups rise to 232 (a quarter of the SM then holds 232 +
-// 232 + 40 registers a lane: 16,128 of 16,384).
+// kQRegs (the default at heads of 128; =12 without): Q's fragments in registers, S = Q K^T reading
+// only K from shared memory (with Q there too, each 64 x 64 x 16 product reads 4 KB in its 32
+// tensor cycles: all of shared memory's 128 bytes a cycle). Registers for it come from setmaxnreg:
+// the copy warpgroup drops to 40, the math warpgroups rise to 232 (a quarter of the SM then holds
+// 232 + 232 + 40 registers a lane: 16,128 of 16,384).
 template <int D, bool kSplitP, int kStages, bool kQRegs>
 __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
     prefill_attention_ws_kernel(AttentionLaunch a, const int32_t* tiles) {
@@ -331,8 +337,7 @@ bool prefill_attention_ws_supported(const AttentionLaunch& a) {
 }
 
 cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
-                                 cudaStream_t stream, bool split_p, int stages,
-                                 bool q_in_registers) {
+                                 cudaStream_t stream, bool split_p, bool q_in_registers) {
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_ws_supported(a) || a.heads / 2 > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads / 2));
@@ -340,8 +345,9 @@ cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles,
     return split_p ? launch<64, true>(grid, stream, a, tiles)
                    : launch<64, false>(grid, stream, a, tiles);
   }
-  if (stages == 3) return launch<128, true, 3>(grid, stream, a, tiles);
-  if (q_in_registers) return launch<128, true, kDefaultStages, true>(grid, stream, a, tiles);
+  if (q_in_registers && split_p) {
+    return launch<128, true, kDefaultStages, true>(grid, stream, a, tiles);
+  }
   return split_p ? launch<128, true>(grid, stream, a, tiles)
                  : launch<128, false>(grid, stream, a, tiles);
 }
