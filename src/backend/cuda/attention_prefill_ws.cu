@@ -56,7 +56,7 @@ constexpr int threads_for() {
 constexpr int kKeyTile = 64;
 // Two stages: three measured 0.630 / 0.623 ms against 0.618 / 0.619 (2026-12-06, H100, 512 tokens
 // after 16K keys, Q in shared memory).
-constexpr int kDefaultStages = 2;
+constexpr int kStages = 2;
 constexpr uint32_t kCoreBytes = 128;
 // Core-matrix strides in a 64-row tile: the next 8 rows (keys, or query rows), the next 8 dims.
 constexpr uint32_t kGroupStride = kCoreBytes;
@@ -65,7 +65,7 @@ constexpr uint32_t kPieceStride = (kKeyTile / 8) * kCoreBytes;
 // Where things are in the dynamic shared memory: each math group's Q (high, then low; none with
 // kQRegs), the K stages, the V stages, then the mbarriers (full K, full V, empty K, empty V; a
 // stage each).
-template <int D, int kStages, bool kQRegs>
+template <int D, bool kQRegs>
 struct SharedLayout {
   static constexpr uint32_t kTile = kKeyTile * D * sizeof(__half);  // also a 64-row Q half
   static constexpr uint32_t kQ = 0;
@@ -99,10 +99,10 @@ __device__ __forceinline__ void set_max_registers() {
 // tensor cycles: all of shared memory's 128 bytes a cycle). Registers for it come from setmaxnreg:
 // the copy warpgroup drops to 40, the math warpgroups rise to 232 (a quarter of the SM then holds
 // 232 + 232 + 40 registers a lane: 16,128 of 16,384).
-template <int D, bool kSplitP, int kStages, bool kQRegs>
+template <int D, bool kSplitP, bool kQRegs>
 __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
     prefill_attention_ws_kernel(AttentionLaunch a, const int32_t* tiles) {
-  using L = SharedLayout<D, kStages, kQRegs>;
+  using L = SharedLayout<D, kQRegs>;
   extern __shared__ __align__(128) unsigned char ws_shared[];
   const uint32_t base = shared_address(ws_shared);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -319,10 +319,10 @@ __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
   store_prefill_rows<D>(a, r, t, o, l);
 }
 
-template <int D, bool kSplitP, int kStages = kDefaultStages, bool kQRegs = false>
+template <int D, bool kSplitP, bool kQRegs = false>
 cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, const int32_t* tiles) {
-  auto* kernel = prefill_attention_ws_kernel<D, kSplitP, kStages, kQRegs>;
-  constexpr size_t bytes = SharedLayout<D, kStages, kQRegs>::kBytes;
+  auto* kernel = prefill_attention_ws_kernel<D, kSplitP, kQRegs>;
+  constexpr size_t bytes = SharedLayout<D, kQRegs>::kBytes;
   const cudaError_t raised = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (raised != cudaSuccess) return raised;
@@ -346,7 +346,7 @@ cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles,
                    : launch<64, false>(grid, stream, a, tiles);
   }
   if (q_in_registers && split_p) {
-    return launch<128, true, kDefaultStages, true>(grid, stream, a, tiles);
+    return launch<128, true, true>(grid, stream, a, tiles);
   }
   return split_p ? launch<128, true>(grid, stream, a, tiles)
                  : launch<128, false>(grid, stream, a, tiles);
