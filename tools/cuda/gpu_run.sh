@@ -138,7 +138,7 @@ if [[ " $stages " == *" tests "* ]]; then
   # odd GQA groups and GPUs past Hopper) and one chain a score fragment (=7), the one-warpgroup
   # wgmma kernel (=9), each through the attention cases and the forward passes (token trees,
   # chunks, decode). ATTN_TEST_CONFIGS (';'-separated) picks fewer.
-  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=0;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=2;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=12}"
+  IFS=';' read -ra attn_configs <<<"${ATTN_TEST_CONFIGS:-TERN_CUDA_ATTN=mma;TERN_CUDA_ATTN=mma TERN_CUDA_MMA_EARLY=0;TERN_CUDA_ATTN=4;TERN_CUDA_ATTN_PREFILL=1;TERN_CUDA_ATTN_PREFILL=2;TERN_CUDA_ATTN_PREFILL=7;TERN_CUDA_ATTN_PREFILL=9;TERN_CUDA_ATTN_PREFILL=12;TERN_CUDA_ATTN_PREFILL=16}"
   for c in "${attn_configs[@]}"; do
     env $c timeout 150 $T/bin/cuda_device_test --gtest_filter='*Attention*' \
       >"$OUT/ops-attn-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
@@ -146,12 +146,12 @@ if [[ " $stages " == *" tests "* ]]; then
     env $c timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-$(echo "$c" | tr -c 'A-Za-z0-9\n' '_').log" 2>&1
     echo "cuda_forward_test with $c rc=$?" >>"$summary"
   done
-  # The tensor-core decode kernel doing the q/k norm + RoPE launch's work (TERN_CUDA_MMA_FOLD=1,
-  # attention_decode_mma.cu): the fused decode ops (attention over 777 keys) with it forced.
-  TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 timeout 120 $T/bin/cuda_device_test \
-    --gtest_filter='*FusedDecode*' >"$OUT/ops-mma-fold.log" 2>&1
-  echo "cuda_device_test FusedDecode with TERN_CUDA_ATTN=mma TERN_CUDA_MMA_FOLD=1 rc=$?" >>"$summary"
-  grep -E "Failure|FAILED" "$OUT/ops-mma-fold.log" | head -10 >>"$summary"
+  # The fused decode ops (attention over 777 keys) with the tensor-core decode kernel forced (it
+  # takes no q/k norm + RoPE fold: the separate launch runs).
+  TERN_CUDA_ATTN=mma timeout 120 $T/bin/cuda_device_test \
+    --gtest_filter='*FusedDecode*' >"$OUT/ops-mma-fused.log" 2>&1
+  echo "cuda_device_test FusedDecode with TERN_CUDA_ATTN=mma rc=$?" >>"$summary"
+  grep -E "Failure|FAILED" "$OUT/ops-mma-fused.log" | head -10 >>"$summary"
   if [ -z "${TESTS_QUICK:-}" ]; then
   # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
   # fused gate/up + activation against the reference with each.

@@ -837,24 +837,18 @@ bool attention_output_quantizes(const AttentionLaunch& a, int group) {
 
 bool attention_folds_rope(const AttentionLaunch& a) {
   const NormRopeLaunch& l = a.rope;
-  // The tensor-core kernel's fold (8K keys on), only with TERN_CUDA_MMA_FOLD=1: its tests pass,
-  // but it measured no gain (2026-12-06, H100, Q4_K_M decode after 16K, one machine: 241.4 ->
-  // 240.2 tok/s alone, 253.1 -> 252.9 with the early tiles): the rows' norm and rotation sit in
-  // front of every block's first tile, which the launch it saves overlapped through PDL.
-  static const bool mma_fold = [] {
-    const char* v = std::getenv("TERN_CUDA_MMA_FOLD");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  const bool v4 = a.decode_kernel == DecodeAttentionKernel::kV4;
-  const bool mma = a.decode_kernel == DecodeAttentionKernel::kMma && mma_fold;
-  if (!(v4 || mma) || a.kv_type != TensorType::F16 || a.tokens != 1 || a.ancestors != nullptr ||
-      a.kv_heads <= 0 || (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
+  // v4 only. The same fold in the tensor-core kernel (8K keys on) passed its tests but measured
+  // no gain (2026-12-06, H100, Q4_K_M decode after 16K, one machine: 241.4 -> 240.2 tok/s alone,
+  // 253.1 -> 252.9 with the early tiles): the rows' norm and rotation sat in front of every
+  // block's first tile, where the launch it saved had overlapped through PDL. Removed.
+  if (a.decode_kernel != DecodeAttentionKernel::kV4 || a.kv_type != TensorType::F16 ||
+      a.tokens != 1 || a.ancestors != nullptr || a.kv_heads <= 0 ||
+      (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
     return false;
   }
   const int group = static_cast<int>(a.heads / a.kv_heads);
-  // v4: a warp a query head of the block and one more for the key (the tensor-core kernel's
-  // warps loop over the rows).
-  if (v4 && v4_heads_per_block(group, static_cast<int>(a.head_dim / 64)) >= kWarps) return false;
+  // A warp a query head of the block and one more for the key.
+  if (v4_heads_per_block(group, static_cast<int>(a.head_dim / 64)) >= kWarps) return false;
   return l.count == 2 && l.n == 1 && l.head_dim == a.head_dim && l.rotary_dim <= a.head_dim &&
          l.parts[0].heads == a.heads && l.parts[1].heads == a.kv_heads && l.k_cache == a.k_cache &&
          l.v_cache == a.v_cache && l.v != nullptr && l.slots != nullptr && a.q_out != nullptr &&

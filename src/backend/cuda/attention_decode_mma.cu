@@ -55,14 +55,6 @@ constexpr size_t shared_bytes() {
   return ring > merge ? ring : merge;
 }
 
-// With a.fold_rope (TERN_CUDA_MMA_FOLD=1) the dynamic shared memory holds, past the ring, the
-// block's rotated q rows (kHeads x D floats), a warp's normed row each (kWarps x D floats) and the
-// step's key and values in F16 (2 x D halves).
-template <int D>
-constexpr size_t fold_bytes() {
-  return size_t{kHeads + kWarps} * D * sizeof(float) + 2 * D * sizeof(__half);
-}
-
 template <int D, int S>
 __global__ void __launch_bounds__(32 * kWarps)
     decode_attention_mma_kernel(AttentionLaunch a, int group, int head_chunks, bool late_dependents,
@@ -86,14 +78,6 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int gcount = bh.count;
   const int split = static_cast<int>(blockIdx.y);
   const TokenKeys keys = token_keys(a, token, split);
-  // a.fold_rope: the q/k norm + RoPE launch's work done here (rope_row, attention_common.cuh):
-  // the block's query heads normed and rotated into fold_q, the step's key (in the split holding
-  // it) into fold_kv, which the tile holding that key takes instead of its cache row.
-  const bool fold = a.fold_rope;
-  const bool holds_new_key = fold && keys.first_new >= keys.begin && keys.first_new < keys.end;
-  float* fold_q = reinterpret_cast<float*>(shared + shared_bytes<D, S>());
-  float* fold_normed = fold_q + kHeads * D;
-  __half* fold_kv = reinterpret_cast<__half*>(fold_normed + kWarps * D);
 
   const auto* kc = static_cast<const __half*>(a.k_cache);
   const auto* vc = static_cast<const __half*>(a.v_cache);
@@ -113,8 +97,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
     for (int i = 0; i < kTileKeys * kPieces / 32; ++i) {
       const int p = lane + 32 * i, r = p / kPieces, c = p % kPieces;
-      // (The step's key, when folded, is copied in from fold_kv once the tile is in: zeros here.)
-      const bool valid = base + r < keys.end && !(holds_new_key && base + r == keys.first_new);
+      const bool valid = base + r < keys.end;
       int64_t at = 0;
       if (valid) {
         uint32_t block = base_block, offset = base_offset + static_cast<uint32_t>(r);
@@ -147,30 +130,13 @@ __global__ void __launch_bounds__(32 * kWarps)
     }
   }
   pdl_wait();
-  if (fold) {
-    constexpr int kQuads = D / 128 > 0 ? D / 128 : 1;  // float4s a lane of a head row
-    const int rows = gcount + (holds_new_key ? 1 : 0);
-    for (int r = warp; r < rows; r += kWarps) {  // (warp-uniform)
-      const bool key = r == gcount;
-      const float* weight = key ? a.rope.parts[1].weight : a.rope.parts[0].weight;
-      const bool norm = key ? a.rope.parts[1].norm : a.rope.parts[0].norm;
-      RopeLane<kQuads> rope_lane;
-      rope_lane_setup(a.rope, weight, norm, token, lane, rope_lane);
-      rope_row(a, bh, split, key ? -1 : r, rope_lane, fold_normed + warp * D,
-               fold_q + (key ? 0 : r) * D, reinterpret_cast<uint4*>(fold_kv),
-               reinterpret_cast<uint4*>(fold_kv + D));
-      __syncwarp();  // (the warp's normed row is reused by its next row)
-    }
-    __syncthreads();
-  }
 
   // Q^T, the B operand (16 dims x 8 heads) of every k step: b0 = head g's dims 16kk + 2t, +1;
   // b1 = dims 16kk + 2t + 8, +9. Scaled, then split into f16 high and low halves.
   uint32_t qh[D / 16][2], ql[D / 16][2];
   {
     const bool head_ok = g < gcount;
-    const float* qrow = fold ? fold_q + (head_ok ? g : 0) * D
-                             : a.q + (token * a.heads + h0 + (head_ok ? g : 0)) * D;
+    const float* qrow = a.q + (token * a.heads + h0 + (head_ok ? g : 0)) * D;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
@@ -209,14 +175,6 @@ __global__ void __launch_bounds__(32 * kWarps)
     __half* sk = ring + (i % S) * kStageHalves;
     __half* sv = sk + kTileKeys * kRow;
     const int64_t base = first + i * step;
-    if (holds_new_key && keys.first_new >= base && keys.first_new < base + kTileKeys) {
-      const int64_t r = keys.first_new - base;  // the row issue_tile left zero
-      for (int p = lane; p < D / 8; p += 32) {
-        reinterpret_cast<uint4*>(sk + r * kRow)[p] = reinterpret_cast<const uint4*>(fold_kv)[p];
-        reinterpret_cast<uint4*>(sv + r * kRow)[p] = reinterpret_cast<const uint4*>(fold_kv + D)[p];
-      }
-      __syncwarp();
-    }
 
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S^T: keys g, g + 8 x heads 2t, 2t + 1
     const uint32_t k_address = shared_address(sk + k_row * kRow + k_col);
@@ -316,10 +274,10 @@ constexpr int kStages = D >= 256 ? 2 : 3;
 
 template <int D, int S>
 cudaError_t launch(const AttentionLaunch& a, int group, cudaStream_t stream) {
-  const size_t bytes = shared_bytes<D, S>() + (a.fold_rope ? fold_bytes<D>() : 0);
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      decode_attention_mma_kernel<D, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(shared_bytes<D, S>() + fold_bytes<D>()));
+  const size_t bytes = shared_bytes<D, S>();
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(decode_attention_mma_kernel<D, S>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (configured != cudaSuccess) return configured;
   const int chunks = (group + kHeads - 1) / kHeads;
   const dim3 grid(static_cast<unsigned>(a.tokens * a.kv_heads * chunks),
@@ -358,11 +316,10 @@ int64_t decode_attention_mma_split_keys() {
 // The blocks of the kernel decode_attention_mma launches that fit on a multiprocessor at once
 // (shared memory bounds it: heads of 128 with 3 stages take 104 KB, two a multiprocessor).
 int64_t decode_attention_mma_blocks_per_sm(int64_t head_dim) {
-  // (The attribute allows the fold's shared memory too, as launch() sets it.)
-  auto fit = [](auto kernel, size_t bytes, size_t fold) -> int64_t {
+  auto fit = [](auto kernel, size_t bytes) -> int64_t {
     int blocks = 0;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(bytes + fold)) != cudaSuccess ||
+                             static_cast<int>(bytes)) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * kWarps, bytes) !=
             cudaSuccess) {
       return 1;
@@ -372,18 +329,18 @@ int64_t decode_attention_mma_blocks_per_sm(int64_t head_dim) {
   // Asked once per head size (the host asks before every attention launch).
   switch (head_dim) {
     case 64: {
-      static const int64_t b = fit(decode_attention_mma_kernel<64, kStages<64>>,
-                                   shared_bytes<64, kStages<64>>(), fold_bytes<64>());
+      static const int64_t b =
+          fit(decode_attention_mma_kernel<64, kStages<64>>, shared_bytes<64, kStages<64>>());
       return b;
     }
     case 128: {
-      static const int64_t b = fit(decode_attention_mma_kernel<128, kStages<128>>,
-                                   shared_bytes<128, kStages<128>>(), fold_bytes<128>());
+      static const int64_t b =
+          fit(decode_attention_mma_kernel<128, kStages<128>>, shared_bytes<128, kStages<128>>());
       return b;
     }
     default: {
-      static const int64_t b = fit(decode_attention_mma_kernel<256, kStages<256>>,
-                                   shared_bytes<256, kStages<256>>(), fold_bytes<256>());
+      static const int64_t b =
+          fit(decode_attention_mma_kernel<256, kStages<256>>, shared_bytes<256, kStages<256>>());
       return b;
     }
   }

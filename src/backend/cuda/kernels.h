@@ -235,7 +235,7 @@ struct AttentionLaunch {
   // fold_rope the q/k/v product) runs.
   bool early_keys = false;
   // One token's decode with the layer's q/k norm + RoPE launch and its cache store folded in
-  // (the v4 kernel, and the tensor-core one under TERN_CUDA_MMA_FOLD=1; attention_folds_rope):
+  // (the v4 kernel; attention_folds_rope):
   // rope.parts[0].x and parts[1].x hold q and k as the q/k/v product wrote them, rope.v the
   // values, rope.slots the new key's slot. Each block norms
   // and rotates its query heads (`q` is not read), the blocks of the split holding the new key
@@ -295,9 +295,11 @@ cudaError_t prefill_attention_wgmma(const AttentionLaunch& a, const int32_t* til
 // attention_prefill_ws.cu: the same on Hopper with copy warps and two math warpgroups a block
 // (FlashAttention-3's structure; two query heads of a KV head a block, so even GQA groups only).
 // prefill_attention takes it where it can (split_p: P as two f16 halves; q_in_registers: Q's
-// fragments in registers at heads of 128, else in shared memory; the default both).
+// fragments in registers at heads of 128, else in shared memory; the default both; pingpong: the
+// math warpgroups take turns issuing products, with split_p).
 bool prefill_attention_ws_supported(const AttentionLaunch& a);
 cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
-                                 cudaStream_t stream, bool split_p, bool q_in_registers);
+                                 cudaStream_t stream, bool split_p, bool q_in_registers,
+                                 bool pingpong);
 
 }  // namespace tern::cuda
