@@ -328,6 +328,43 @@ TEST_F(CudaOps, FloatRowPairsOfEveryWidthMatchTheReference) {
   }
 }
 
+// The n = 1 gate/up products of 8-bit blocks fused with SiLU(gate) * up (the row-pair kernel, or
+// with TERN_CUDA_GEMV_STREAM=W the streamed one: tools/cuda/gpu_run.sh runs this test that way
+// too), against the reference on the normed x: rows from under one a warp to several rounds of
+// the streamed kernel's ring of slots, and k of 4 and 16 superblocks.
+TEST_F(CudaOps, QuantizedGateUpProductsMatchTheReference) {
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0}) {
+    for (int64_t m : {515, 8449}) {
+      for (int64_t k : {1024, 4096}) {
+        auto wg = testing::random_weights(type, m, k, rng_);
+        auto wu = testing::random_weights(type, m, k, rng_);
+        auto x = random(static_cast<size_t>(k));
+        Tensor tg = gpu_tensor(wg.data(), wg.size(), type, {k, m, 1, 1});
+        Tensor tu = gpu_tensor(wu.data(), wu.size(), type, {k, m, 1, 1});
+        Tensor gx = gpu_f32(x, {k, 1, 1, 1});
+        const std::string name = fmt::format("{} m{} k{}", tensor_type_info(type).name, m, k);
+        Tensor g = gpu_poisoned({m, 1, 1, 1}), u = gpu_poisoned({m, 1, 1, 1});
+        gpu_->rms_norm(gx, nullptr, 1e-6f, gx);  // the op before, which quantizes x
+        ASSERT_TRUE(gpu_->matmul(tg, gx, g).ok());
+        ASSERT_TRUE(gpu_->matmul(tu, gx, u).ok());
+        gpu_->silu_mul(g, u, g);
+        const auto act = read(g), up = read(u), xn = read(gx);
+        std::vector<double> sg, su;
+        const auto ng = reference_matmul(type, wg, m, k, xn, 1, sg);
+        const auto nu = reference_matmul(type, wu, m, k, xn, 1, su);
+        // 8-bit activations: each product off by ~0.5% (as MatmulEveryTypeAndShape allows).
+        for (int64_t r = 0; r < m; ++r) {
+          ASSERT_LT(std::fabs(static_cast<double>(up[r]) - nu[r]) / su[r], 5e-2)
+              << name << " up " << r;
+          const double gv = ng[r], want = gv / (1.0 + std::exp(-gv)) * nu[r];
+          const double scale = (sg[r] + std::fabs(gv)) * (std::fabs(nu[r]) + su[r]) + 1e-30;
+          ASSERT_LT(std::fabs(act[r] - want) / scale, 5e-2) << name << " silu(gate)*up " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, MatmulRejectsBadShapes) {
   auto w = random(64 * 8);
   Tensor gw = gpu_f32(w, {64, 8, 1, 1});

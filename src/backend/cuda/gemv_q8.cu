@@ -42,6 +42,7 @@
 #include <cstring>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/quantize_q8.cuh"
@@ -468,6 +469,19 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 __device__ __forceinline__ int4 ldg16(const void* p) {
   return __ldg(reinterpret_cast<const int4*>(p));
 }
+// 16 weight bytes from global memory (read-only path) or, kShared, from shared memory.
+template <bool kShared>
+__device__ __forceinline__ int4 weight16(const uint8_t* p) {
+  if constexpr (kShared) {
+    int4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
+    return v;
+  } else {
+    return ldg16(p);
+  }
+}
 __device__ __forceinline__ int2 ldg8(const void* p) {
   return __ldg(reinterpret_cast<const int2*>(p));
 }
@@ -521,6 +535,8 @@ struct Pair<TensorType::Q4_K> {
   // (q4k_scale_words), each sub-block's integer dot scaled by its integer scale before the one
   // conversion to float, and the two blocks' min terms split between the two halves' lanes
   // (lane h adds block 2 c2 + h's) instead of one lane adding both under a branch.
+  // kShared: r0 and r1 point into shared memory (the streamed kernel's stages).
+  template <bool kShared = false>
   __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
                              int lane, float& acc0, float& acc1) {
     const int j = lane & 7, c2 = j >> 1, h = j & 1;
@@ -533,8 +549,8 @@ struct Pair<TensorType::Q4_K> {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const uint8_t* b = (r == 0 ? r0 : r1) + sb * kBytes;
-      const int4 hd = ldg16(b);
-      const int4 q = ldg16(b + 16 + c2 * 32 + 16 * h);
+      const int4 hd = weight16<kShared>(b);
+      const int4 q = weight16<kShared>(b + 16 + c2 * 32 + 16 * h);
       const float2 dm = q4k_d_dmin(hd);
       uint32_t scw, mw;
       q4k_scale_words(hd, c2, scw, mw);
@@ -843,6 +859,106 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   if (quant.qs != nullptr && valid && (threadIdx.x / 32) % W == 0) {
     quantize_finished_group(quant, out, row);
   }
+}
+
+// Streamed gate/up pairs (TERN_CUDA_GEMV_STREAM=W, W warps a block, one block a multiprocessor;
+// Q4_K, one token): each warp takes rows warp, warp + warps of the grid, ... of both matrices and
+// keeps a ring of `stages` slots in shared memory, each slot one row pair (gate row r, up row r)
+// brought by two bulk copies (the TMA unit) that arrive on the slot's mbarrier; the warp's lane 0
+// issues the copies of row pairs stages - 1 ahead of the one the warp multiplies. Why: the
+// register-fed pair kernel above holds its loads in registers, so a warp's bytes in flight end
+// when its loads land and its products start (one row pair a warp, ~4.6 KB, then nothing while
+// it multiplies); gate/up measured 76% of the copy bandwidth inside the decode graph. Here the
+// bytes in flight do not take registers: a multiprocessor keeps up to W x (stages - 1) row pairs
+// coming (8 x 3 x 4.6 KB at k = 4,096) while its warps multiply, and the first copies go out
+// before the PDL wait (weights are no kernel's output). Reads and writes as gemv_pair_glu_kernel.
+// Not yet run on a GPU.
+__device__ __forceinline__ float gated(float g, float u, bool gelu) {
+  if (gelu) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
+  }
+  return g / (1.0f + expf(-g)) * u;
+}
+
+template <TensorType T>
+__global__ void __launch_bounds__(32 * 16, 1)
+    gemv_stream_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
+                           int stages) {
+  extern __shared__ __align__(128) unsigned char stream_shared[];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int block_warps = static_cast<int>(blockDim.x / 32);
+  const auto row_bytes = static_cast<uint32_t>(gate.row_bytes);
+  const uint32_t slot_bytes = 2 * row_bytes;
+  const unsigned char* ring =
+      stream_shared + static_cast<size_t>(warp) * static_cast<size_t>(stages) * slot_bytes;
+  const auto ring_at = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+  const auto bars = static_cast<uint32_t>(__cvta_generic_to_shared(stream_shared)) +
+                    static_cast<uint32_t>(block_warps * stages) * slot_bytes +
+                    static_cast<uint32_t>(warp * stages) * 8;
+  const int64_t grid_warps = static_cast<int64_t>(gridDim.x) * block_warps;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * block_warps + warp;
+  const int count =
+      first < gate.m ? static_cast<int>((gate.m - first + grid_warps - 1) / grid_warps) : 0;
+  const auto* gw = static_cast<const uint8_t*>(gate.w);
+  const auto* uw = static_cast<const uint8_t*>(up.w);
+  auto issue = [&](int i) {  // (lane 0) row pair i of this warp into slot i % stages
+    const int64_t row = first + static_cast<int64_t>(i) * grid_warps;
+    const int slot = i % stages;
+    const uint32_t bar = bars + 8 * static_cast<uint32_t>(slot);
+    const uint32_t dst = ring_at + static_cast<uint32_t>(slot) * slot_bytes;
+    mbarrier_arrive_expect_bytes(bar, slot_bytes);
+    bulk_copy_to_shared(dst, gw + static_cast<size_t>(row) * row_bytes, row_bytes, bar);
+    bulk_copy_to_shared(dst + row_bytes, uw + static_cast<size_t>(row) * row_bytes, row_bytes, bar);
+  };
+  if (lane == 0) {
+    for (int s = 0; s < stages; ++s) mbarrier_init(bars + 8 * static_cast<uint32_t>(s), 1);
+    fence_mbarrier_init();
+    for (int i = 0; i < stages - 1 && i < count; ++i) issue(i);
+  }
+  __syncwarp();
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t sbs = a.k / 256;
+  for (int i = 0; i < count; ++i) {
+    if (lane == 0 && i + stages - 1 < count) issue(i + stages - 1);
+    const int slot = i % stages;
+    mbarrier_wait(bars + 8 * static_cast<uint32_t>(slot), static_cast<uint32_t>(i / stages) & 1);
+    const uint8_t* r0 = ring + static_cast<size_t>(slot) * slot_bytes;
+    const uint8_t* r1 = r0 + row_bytes;
+    float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll 4
+    for (int64_t sb = lane / 8; sb < sbs; sb += 4)
+      Pair<T>::template dot<true>(r0, r1, sb, a, lane, acc0, acc1);
+    const float g = warp_total(acc0), u = warp_total(acc1);
+    if (lane == 0) {
+      const int64_t row = first + static_cast<int64_t>(i) * grid_warps;
+      gate.y[row] = g;
+      up.y[row] = u;
+      out[row] = gated(g, u, gelu);
+    }
+    __syncwarp();  // every lane's reads of the slot done before lane 0 refills it
+  }
+}
+
+// Warps a block of the streamed gate/up kernel (TERN_CUDA_GEMV_STREAM=W, 4 <= W <= 16; 0 or
+// unset: the register-fed pair kernel), and the ring's stages for rows of `row_bytes` (0: the
+// rows do not fit at least two stages, or cannot be bulk-copied).
+int stream_warps() {
+  static const int warps = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_STREAM");
+    if (v == nullptr) return 0;
+    const int w = std::atoi(v);
+    return w >= 4 && w <= 16 ? w : 0;
+  }();
+  return warps;
+}
+constexpr size_t kStreamSharedBytes = 200 * 1024;
+int stream_stages(size_t row_bytes, int warps) {
+  if (row_bytes % 16 != 0 || warps == 0) return 0;
+  const size_t slot = 2 * row_bytes + 8;
+  const auto stages = static_cast<int>(kStreamSharedBytes / (slot * static_cast<size_t>(warps)));
+  return stages >= 2 ? (stages > 4 ? 4 : stages) : 0;
 }
 
 // Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take
@@ -1296,6 +1412,28 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
   if (gate.m == 0) return cudaSuccess;
   if (quant.qs != nullptr && !gemv_q8_glu_quantizes(gate, up, k, quant.group)) {
     return cudaErrorInvalidValue;
+  }
+  const int streamers = stream_warps();
+  const int stages = stream_stages(gate.row_bytes, streamers);
+  // (A device that cannot give a block kStreamSharedBytes keeps the pair kernel.)
+  static const bool stream_shared_ok = [] {
+    const bool ok = cudaFuncSetAttribute(gemv_stream_glu_kernel<TensorType::Q4_K>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kStreamSharedBytes)) == cudaSuccess;
+    if (!ok) (void)cudaGetLastError();
+    return ok;
+  }();
+  if (streamers > 0 && stages > 0 && stream_shared_ok && quant.qs == nullptr &&
+      gate.type == TensorType::Q4_K && up.type == TensorType::Q4_K &&
+      up.row_bytes == gate.row_bytes && k % 256 == 0 &&
+      reinterpret_cast<uintptr_t>(gate.w) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(up.w) % 16 == 0) {
+    auto* kernel = gemv_stream_glu_kernel<TensorType::Q4_K>;
+    const size_t bytes = static_cast<size_t>(streamers * stages) * (2 * gate.row_bytes + 8);
+    const auto blocks = static_cast<unsigned>(pairs_for_32_warps() / 32);  // one a multiprocessor
+    (void)launch_pdl_shared(kernel, dim3(blocks), dim3(32 * streamers), bytes, stream, gate, up,
+                            acts(xq, 1, k), gelu, out, stages);
+    return cudaGetLastError();
   }
   if (pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k)) {
     const int warps = pair_warps(gate.m, gate.type);
