@@ -150,7 +150,7 @@ if [[ " $stages " == *" tests "* ]]; then
   # the reference and inside the fused decode ops.
   for w in ${STREAM_WARPS:-8}; do
     TERN_CUDA_GEMV_STREAM=$w timeout 150 $T/bin/cuda_device_test \
-      --gtest_filter='*QuantizedGateUp*:*FusedDecode*:*FusedGlu*' >"$OUT/ops-stream$w.log" 2>&1
+      --gtest_filter='*QuantizedGateUp*:*FusedDecode*:*FusedGlu*:*Matmul*' >"$OUT/ops-stream$w.log" 2>&1
     echo "cuda_device_test QuantizedGateUp/FusedDecode with TERN_CUDA_GEMV_STREAM=$w rc=$?" >>"$summary"
     grep -E "Failure|FAILED" "$OUT/ops-stream$w.log" | head -10 >>"$summary"
     TERN_CUDA_GEMV_STREAM=$w timeout 200 $T/bin/cuda_forward_test >"$OUT/forward-stream$w.log" 2>&1

@@ -861,11 +861,13 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   }
 }
 
-// Streamed gate/up pairs (TERN_CUDA_GEMV_STREAM=W, W warps a block, one block a multiprocessor;
-// Q4_K, one token): each warp takes rows warp, warp + warps of the grid, ... of both matrices and
-// keeps a ring of `stages` slots in shared memory, each slot one row pair (gate row r, up row r)
-// brought by two bulk copies (the TMA unit) that arrive on the slot's mbarrier; the warp's lane 0
-// issues the copies of row pairs stages - 1 ahead of the one the warp multiplies. Why: the
+// Streamed row pairs (TERN_CUDA_GEMV_STREAM=W, W warps a block, one block a multiprocessor;
+// Q4_K, one token): kGlu, gate row r and up row r with SiLU / GELU(gate) * up, as
+// gemv_pair_glu_kernel; else rows 2p and 2p + 1 of one matrix (`gate`; `up` unused), as
+// gemv_pair_kernel. Each warp takes pairs warp, warp + warps of the grid, ... and keeps a ring of
+// `stages` slots in shared memory, each slot one row pair brought by bulk copies (the TMA unit)
+// that arrive on the slot's mbarrier; the warp's lane 0 issues the copies of the pair stages - 1
+// ahead of the one the warp multiplies. Why: the
 // register-fed pair kernel above holds its loads in registers, so a warp's bytes in flight end
 // when its loads land and its products start (one row pair a warp, ~4.6 KB, then nothing while
 // it multiplies); gate/up measured 76% of the copy bandwidth inside the decode graph. Here the
@@ -881,10 +883,10 @@ __device__ __forceinline__ float gated(float g, float u, bool gelu) {
   return g / (1.0f + expf(-g)) * u;
 }
 
-template <TensorType T>
+template <TensorType T, bool kGlu>
 __global__ void __launch_bounds__(32 * 16, 1)
-    gemv_stream_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
-                           int stages) {
+    gemv_stream_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
+                       int stages) {
   extern __shared__ __align__(128) unsigned char stream_shared[];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int block_warps = static_cast<int>(blockDim.x / 32);
@@ -898,18 +900,27 @@ __global__ void __launch_bounds__(32 * 16, 1)
                     static_cast<uint32_t>(warp * stages) * 8;
   const int64_t grid_warps = static_cast<int64_t>(gridDim.x) * block_warps;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * block_warps + warp;
+  const int64_t pairs = kGlu ? gate.m : (gate.m + 1) / 2;
   const int count =
-      first < gate.m ? static_cast<int>((gate.m - first + grid_warps - 1) / grid_warps) : 0;
+      first < pairs ? static_cast<int>((pairs - first + grid_warps - 1) / grid_warps) : 0;
   const auto* gw = static_cast<const uint8_t*>(gate.w);
   const auto* uw = static_cast<const uint8_t*>(up.w);
-  auto issue = [&](int i) {  // (lane 0) row pair i of this warp into slot i % stages
-    const int64_t row = first + static_cast<int64_t>(i) * grid_warps;
+  // The pair's rows: kGlu gate and up row p; else rows 2p and 2p + 1 (2p alone at an odd end).
+  auto second_row = [&](int64_t p) { return kGlu || 2 * p + 1 < gate.m; };
+  auto issue = [&](int i) {  // (lane 0) pair i of this warp into slot i % stages
+    const int64_t p = first + static_cast<int64_t>(i) * grid_warps;
     const int slot = i % stages;
     const uint32_t bar = bars + 8 * static_cast<uint32_t>(slot);
     const uint32_t dst = ring_at + static_cast<uint32_t>(slot) * slot_bytes;
-    mbarrier_arrive_expect_bytes(bar, slot_bytes);
-    bulk_copy_to_shared(dst, gw + static_cast<size_t>(row) * row_bytes, row_bytes, bar);
-    bulk_copy_to_shared(dst + row_bytes, uw + static_cast<size_t>(row) * row_bytes, row_bytes, bar);
+    if constexpr (kGlu) {
+      mbarrier_arrive_expect_bytes(bar, slot_bytes);
+      bulk_copy_to_shared(dst, gw + static_cast<size_t>(p) * row_bytes, row_bytes, bar);
+      bulk_copy_to_shared(dst + row_bytes, uw + static_cast<size_t>(p) * row_bytes, row_bytes, bar);
+    } else {
+      const uint32_t bytes = second_row(p) ? slot_bytes : row_bytes;
+      mbarrier_arrive_expect_bytes(bar, bytes);
+      bulk_copy_to_shared(dst, gw + static_cast<size_t>(2 * p) * row_bytes, bytes, bar);
+    }
   };
   if (lane == 0) {
     for (int s = 0; s < stages; ++s) mbarrier_init(bars + 8 * static_cast<uint32_t>(s), 1);
@@ -924,18 +935,24 @@ __global__ void __launch_bounds__(32 * 16, 1)
     if (lane == 0 && i + stages - 1 < count) issue(i + stages - 1);
     const int slot = i % stages;
     mbarrier_wait(bars + 8 * static_cast<uint32_t>(slot), static_cast<uint32_t>(i / stages) & 1);
+    const int64_t p = first + static_cast<int64_t>(i) * grid_warps;
+    const bool both = second_row(p);
     const uint8_t* r0 = ring + static_cast<size_t>(slot) * slot_bytes;
-    const uint8_t* r1 = r0 + row_bytes;
+    const uint8_t* r1 = both ? r0 + row_bytes : r0;
     float acc0 = 0.0f, acc1 = 0.0f;
 #pragma unroll 4
     for (int64_t sb = lane / 8; sb < sbs; sb += 4)
       Pair<T>::template dot<true>(r0, r1, sb, a, lane, acc0, acc1);
-    const float g = warp_total(acc0), u = warp_total(acc1);
+    const float t0 = warp_total(acc0), t1 = warp_total(acc1);
     if (lane == 0) {
-      const int64_t row = first + static_cast<int64_t>(i) * grid_warps;
-      gate.y[row] = g;
-      up.y[row] = u;
-      out[row] = gated(g, u, gelu);
+      if constexpr (kGlu) {
+        gate.y[p] = t0;
+        up.y[p] = t1;
+        out[p] = gated(t0, t1, gelu);
+      } else {
+        gate.y[2 * p] = t0;
+        if (both) gate.y[2 * p + 1] = t1;
+      }
     }
     __syncwarp();  // every lane's reads of the slot done before lane 0 refills it
   }
@@ -953,12 +970,40 @@ int stream_warps() {
   }();
   return warps;
 }
-constexpr size_t kStreamSharedBytes = 200 * 1024;
+// (8 warps of two slots of a Q4_K row pair at k = 12,288, the down product's: 221,440 bytes.)
+constexpr size_t kStreamSharedBytes = 220 * 1024;
 int stream_stages(size_t row_bytes, int warps) {
   if (row_bytes % 16 != 0 || warps == 0) return 0;
   const size_t slot = 2 * row_bytes + 8;
   const auto stages = static_cast<int>(kStreamSharedBytes / (slot * static_cast<size_t>(warps)));
   return stages >= 2 ? (stages > 4 ? 4 : stages) : 0;
+}
+// Launches the streamed kernel when TERN_CUDA_GEMV_STREAM asks for it and the rows can be
+// streamed (16-byte aligned rows whose slots fit); false: the caller launches another kernel.
+template <bool kGlu>
+bool launch_stream(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, const Acts& a, bool gelu,
+                   float* out, cudaStream_t stream) {
+  const int warps = stream_warps();
+  const int stages = stream_stages(gate.row_bytes, warps);
+  auto* kernel = gemv_stream_kernel<TensorType::Q4_K, kGlu>;
+  // (A device that cannot give a block kStreamSharedBytes keeps the other kernels.)
+  static const bool shared_ok = [kernel] {
+    const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kStreamSharedBytes)) == cudaSuccess;
+    if (!ok) (void)cudaGetLastError();
+    return ok;
+  }();
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (stages == 0 || !shared_ok || gate.type != TensorType::Q4_K || a.k % 256 != 0 ||
+      !aligned(gate.w) ||
+      (kGlu && (up.type != TensorType::Q4_K || up.row_bytes != gate.row_bytes || !aligned(up.w)))) {
+    return false;
+  }
+  const size_t bytes = static_cast<size_t>(warps * stages) * (2 * gate.row_bytes + 8);
+  const auto blocks = static_cast<unsigned>(pairs_for_32_warps() / 32);  // one a multiprocessor
+  (void)launch_pdl_shared(kernel, dim3(blocks), dim3(32 * warps), bytes, stream, gate, up, a, gelu,
+                          out, stages);
+  return true;
 }
 
 // Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take
@@ -1290,6 +1335,17 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
     (void)gemv_mma(T, p, m, k, a.qs, a.d, a.s, n, y, stream);
     return;
   }
+  if constexpr (T == TensorType::Q4_K) {
+    if (n == 1) {
+      GemvQ8Matrix mat;
+      mat.w = w;
+      mat.type = T;
+      mat.m = m;
+      mat.row_bytes = row_bytes;
+      mat.y = y;
+      if (launch_stream<false>(mat, mat, a, false, nullptr, stream)) return;
+    }
+  }
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q6_K || T == TensorType::Q8_0) {
     if (n == 1 && pair_mode() != 0 && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
@@ -1413,26 +1469,7 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
   if (quant.qs != nullptr && !gemv_q8_glu_quantizes(gate, up, k, quant.group)) {
     return cudaErrorInvalidValue;
   }
-  const int streamers = stream_warps();
-  const int stages = stream_stages(gate.row_bytes, streamers);
-  // (A device that cannot give a block kStreamSharedBytes keeps the pair kernel.)
-  static const bool stream_shared_ok = [] {
-    const bool ok = cudaFuncSetAttribute(gemv_stream_glu_kernel<TensorType::Q4_K>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kStreamSharedBytes)) == cudaSuccess;
-    if (!ok) (void)cudaGetLastError();
-    return ok;
-  }();
-  if (streamers > 0 && stages > 0 && stream_shared_ok && quant.qs == nullptr &&
-      gate.type == TensorType::Q4_K && up.type == TensorType::Q4_K &&
-      up.row_bytes == gate.row_bytes && k % 256 == 0 &&
-      reinterpret_cast<uintptr_t>(gate.w) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(up.w) % 16 == 0) {
-    auto* kernel = gemv_stream_glu_kernel<TensorType::Q4_K>;
-    const size_t bytes = static_cast<size_t>(streamers * stages) * (2 * gate.row_bytes + 8);
-    const auto blocks = static_cast<unsigned>(pairs_for_32_warps() / 32);  // one a multiprocessor
-    (void)launch_pdl_shared(kernel, dim3(blocks), dim3(32 * streamers), bytes, stream, gate, up,
-                            acts(xq, 1, k), gelu, out, stages);
+  if (quant.qs == nullptr && launch_stream<true>(gate, up, acts(xq, 1, k), gelu, out, stream)) {
     return cudaGetLastError();
   }
   if (pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k)) {
