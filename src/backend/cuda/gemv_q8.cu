@@ -867,10 +867,10 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
 // gemv_pair_kernel. Each warp takes pairs warp, warp + warps of the grid, ... and keeps a ring of
 // `stages` slots in shared memory, each slot one row pair brought by bulk copies (the TMA unit)
 // that arrive on the slot's mbarrier; the warp's lane 0 issues the copies of the pair stages - 1
-// ahead of the one the warp multiplies. Why: the
-// register-fed pair kernel above holds its loads in registers, so a warp's bytes in flight end
-// when its loads land and its products start (one row pair a warp, ~4.6 KB, then nothing while
-// it multiplies); gate/up measured 76% of the copy bandwidth inside the decode graph. Here the
+// ahead of the one the warp multiplies. Why: the register-fed pair kernels above hold their
+// loads in registers, so a warp's bytes in flight end when its loads land and its products start
+// (one row pair a warp, ~4.6 KB, then nothing while it multiplies); gate/up measured 76% of the
+// copy bandwidth inside the decode graph, the o projection and down 67%. Here the
 // bytes in flight do not take registers: a multiprocessor keeps up to W x (stages - 1) row pairs
 // coming (8 x 3 x 4.6 KB at k = 4,096) while its warps multiply, and the first copies go out
 // before the PDL wait (weights are no kernel's output). Reads and writes as gemv_pair_glu_kernel.
