@@ -33,6 +33,11 @@
 // 9,798 / 11,743 (=12) -> 10,379 / 12,737 tok/s; BF16 11,711 / 12,269 -> 12,899 / 13,447 (the
 // mma.sync kernel's had BF16 at 0.74-0.78x llama.cpp after 16K, =12 at 0.94-0.95x). The default
 // where it runs (Hopper, even GQA groups); TERN_CUDA_ATTN_PREFILL=2 takes the mma.sync kernel.
+// Tried and removed (2026-12-06, H100, same bench, A B A B): FlashAttention-3's pingpong, the two
+// math warpgroups taking turns issuing their products through named barriers (a turn taken once
+// both tiles were in): after 16K keys 0.551 / 0.544 -> 0.609 / 0.615 ms (+12%; predicted -10%),
+// after 1K 0.062 / 0.061 -> 0.065 / 0.064. With one block a multiprocessor and the products
+// split in f16 halves, the turns only made each group wait for the other's issue.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"
@@ -75,8 +80,6 @@ struct SharedLayout {
   static constexpr uint32_t kBytes = kBarriers + 4 * kStages * 8;
 };
 enum Barrier { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
-// Named barriers: 1 + group is Q's store (Q in shared memory), kTurnBarrier + group the turns.
-constexpr int kTurnBarrier = 3;
 
 // The registers a lane of this warpgroup may hold from here on (every warp of the group runs it).
 template <int kRegisters, bool kRaise>
@@ -101,12 +104,7 @@ __device__ __forceinline__ void set_max_registers() {
 // tensor cycles: all of shared memory's 128 bytes a cycle). Registers for it come from setmaxnreg:
 // the copy warpgroup drops to 40, the math warpgroups rise to 232 (a quarter of the SM then holds
 // 232 + 232 + 40 registers a lane: 16,128 of 16,384).
-// kPingpong (TERN_CUDA_ATTN_PREFILL=16): the two math warpgroups take turns issuing their products
-// (named barriers kTurnBarrier + group; group 0 first), so that one warpgroup's products run
-// while the other takes its softmax: FlashAttention-3's pingpong. Without it both groups wait
-// for the same key tile and tend to issue, then take their softmax, at the same time, leaving
-// the tensor cores idle meanwhile.
-template <int D, bool kSplitP, bool kQRegs, bool kPingpong>
+template <int D, bool kSplitP, bool kQRegs>
 __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
     prefill_attention_ws_kernel(AttentionLaunch a, const int32_t* tiles) {
   using L = SharedLayout<D, kQRegs>;
@@ -253,31 +251,15 @@ __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
   auto softmax = [&](int64_t k0) { online_softmax<kKeyTile>(r, k0, t, s, m, l, corr); };
 
-  // kPingpong: a turn is one issue of products. Group g waits on barrier kTurnBarrier + g, which
-  // the other group's last turn arrived on (group 1's first arrival is before its first turn);
-  // both groups take the same number of turns (the tiles are the block's), so group 0 takes up
-  // group 1's last arrival after its loop.
-  auto take_turn = [&] {
-    if constexpr (kPingpong) named_barrier_sync(kTurnBarrier + math_group, 2 * 128);
-  };
-  auto pass_turn = [&] {
-    if constexpr (kPingpong) named_barrier_arrive(kTurnBarrier + 1 - math_group, 2 * 128);
-  };
-  if constexpr (kPingpong) {
-    if (math_group == 1) named_barrier_arrive(kTurnBarrier, 2 * 128);
-  }
-
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
   const int64_t k_first = r.keys_begin / kKeyTile * kKeyTile;
   const int tile_count = static_cast<int>((r.keys_end - k_first + kKeyTile - 1) / kKeyTile);
   wait_full(kFullK, 0);
-  take_turn();
   wgmma_fence();
   issue_scores(0);
   wgmma_commit();
-  pass_turn();
   wgmma_wait<0>();
   wgmma_fence_registers(s);
   free_stage(kEmptyK, 0);
@@ -301,16 +283,13 @@ __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
       }
     }
     if (has_next) wait_full(kFullK, j + 1);
-    // (With turns, both tiles are in before the turn is taken: a turn never waits for a copy.)
-    if constexpr (kPingpong) wait_full(kFullV, j);
-    take_turn();
     wgmma_fence_registers(o);
     wgmma_fence();
     // (Issued after the last tile too, on the stage the copies no longer touch, its result
     // unused: a product issued on one path only makes ptxas serialize every product.)
     issue_scores((j + 1) % kStages);
     wgmma_commit();
-    if constexpr (!kPingpong) wait_full(kFullV, j);
+    wait_full(kFullV, j);
     wgmma_fence();  // (P's fragments may be computed past the first fence)
 #pragma unroll
     for (int ks = 0; ks < kKeyTile / 16; ++ks) {
@@ -325,7 +304,6 @@ __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
       }
     }
     wgmma_commit();
-    pass_turn();
     wgmma_wait<1>();  // the scores of tile j + 1 (P(j) V(j) may still run)
     wgmma_fence_registers(s);
     if (has_next) {
@@ -343,15 +321,12 @@ __global__ void __launch_bounds__(threads_for<kQRegs>(), 1)
     }
   }
 
-  if constexpr (kPingpong) {
-    if (math_group == 0) take_turn();  // group 1's last arrival
-  }
   store_prefill_rows<D>(a, r, t, o, l);
 }
 
-template <int D, bool kSplitP, bool kQRegs = false, bool kPingpong = false>
+template <int D, bool kSplitP, bool kQRegs = false>
 cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, const int32_t* tiles) {
-  auto* kernel = prefill_attention_ws_kernel<D, kSplitP, kQRegs, kPingpong>;
+  auto* kernel = prefill_attention_ws_kernel<D, kSplitP, kQRegs>;
   constexpr size_t bytes = SharedLayout<D, kQRegs>::kBytes;
   const cudaError_t raised = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
@@ -367,19 +342,16 @@ bool prefill_attention_ws_supported(const AttentionLaunch& a) {
 }
 
 cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
-                                 cudaStream_t stream, bool split_p, bool q_in_registers,
-                                 bool pingpong) {
+                                 cudaStream_t stream, bool split_p, bool q_in_registers) {
   if (tile_count == 0) return cudaSuccess;
   if (!prefill_attention_ws_supported(a) || a.heads / 2 > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads / 2));
   if (a.head_dim == 64) {
-    if (pingpong && split_p) return launch<64, true, false, true>(grid, stream, a, tiles);
     return split_p ? launch<64, true>(grid, stream, a, tiles)
                    : launch<64, false>(grid, stream, a, tiles);
   }
   if (q_in_registers && split_p) {
-    return pingpong ? launch<128, true, true, true>(grid, stream, a, tiles)
-                    : launch<128, true, true>(grid, stream, a, tiles);
+    return launch<128, true, true>(grid, stream, a, tiles);
   }
   return split_p ? launch<128, true>(grid, stream, a, tiles)
                  : launch<128, false>(grid, stream, a, tiles);

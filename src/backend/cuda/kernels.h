@@ -295,11 +295,9 @@ cudaError_t prefill_attention_wgmma(const AttentionLaunch& a, const int32_t* til
 // attention_prefill_ws.cu: the same on Hopper with copy warps and two math warpgroups a block
 // (FlashAttention-3's structure; two query heads of a KV head a block, so even GQA groups only).
 // prefill_attention takes it where it can (split_p: P as two f16 halves; q_in_registers: Q's
-// fragments in registers at heads of 128, else in shared memory; the default both; pingpong: the
-// math warpgroups take turns issuing products, with split_p).
+// fragments in registers at heads of 128, else in shared memory; the default both).
 bool prefill_attention_ws_supported(const AttentionLaunch& a);
 cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
-                                 cudaStream_t stream, bool split_p, bool q_in_registers,
-                                 bool pingpong);
+                                 cudaStream_t stream, bool split_p, bool q_in_registers);
 
 }  // namespace tern::cuda

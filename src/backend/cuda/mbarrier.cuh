@@ -54,13 +54,9 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
-// Barriers of some of the block's warps (ids 1..15; 0 is __syncthreads'): `threads` arrivals
-// complete one, counting both the threads that wait (sync) and those that only arrive.
+// The math warps of one warpgroup only (ids 1.. ; 0 is __syncthreads').
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 }  // namespace tern::cuda
