@@ -158,6 +158,28 @@ std::vector<float> reference_matmul(TensorType type, const std::vector<uint8_t>&
   return y;
 }
 
+// up and SiLU(gate) * up as a fused gate/up launch wrote them (act), against the reference on x:
+// each within `tol` of its output's error scale.
+::testing::AssertionResult gate_up_match(TensorType type, const std::vector<uint8_t>& wg,
+                                         const std::vector<uint8_t>& wu, int64_t m, int64_t k,
+                                         const std::vector<float>& x, const std::vector<float>& act,
+                                         const std::vector<float>& up, double tol) {
+  std::vector<double> sg, su;
+  const auto ng = reference_matmul(type, wg, m, k, x, 1, sg);
+  const auto nu = reference_matmul(type, wu, m, k, x, 1, su);
+  for (int64_t r = 0; r < m; ++r) {
+    if (!(std::fabs(static_cast<double>(up[r]) - nu[r]) / su[r] < tol)) {
+      return ::testing::AssertionFailure() << "up, row " << r;
+    }
+    const double gv = ng[r], want = gv / (1.0 + std::exp(-gv)) * nu[r];
+    const double scale = (sg[r] + std::fabs(gv)) * (std::fabs(nu[r]) + su[r]) + 1e-30;
+    if (!(std::fabs(act[r] - want) / scale < tol)) {
+      return ::testing::AssertionFailure() << "silu(gate) * up, row " << r;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 const TensorType kWeightTypes[] = {
     TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,   TensorType::Q4_1,
     TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K,   TensorType::Q3_K,
@@ -293,9 +315,8 @@ TEST_F(CudaOps, FloatRowPairsOfEveryWidthMatchTheReference) {
         auto wg = testing::random_weights(type, m, k, rng_);
         auto wu = testing::random_weights(type, m, k, rng_);
         auto x = random(static_cast<size_t>(k));
-        std::vector<double> sg, su;
+        std::vector<double> sg;
         const auto want_g = reference_matmul(type, wg, m, k, x, 1, sg);
-        const auto want_u = reference_matmul(type, wu, m, k, x, 1, su);
         Tensor tg = gpu_tensor(wg.data(), wg.size(), type, {k, m, 1, 1});
         Tensor tu = gpu_tensor(wu.data(), wu.size(), type, {k, m, 1, 1});
         Tensor gx = gpu_f32(x, {k, 1, 1, 1});
@@ -314,17 +335,7 @@ TEST_F(CudaOps, FloatRowPairsOfEveryWidthMatchTheReference) {
         ASSERT_TRUE(gpu_->matmul(tg, gx, g).ok());
         ASSERT_TRUE(gpu_->matmul(tu, gx, u).ok());
         gpu_->silu_mul(g, u, g);
-        const auto act = read(g), up = read(u), xn = read(gx);
-        std::vector<double> s2;
-        const auto ng = reference_matmul(type, wg, m, k, xn, 1, s2);
-        const auto nu = reference_matmul(type, wu, m, k, xn, 1, su);
-        for (int64_t r = 0; r < m; ++r) {
-          ASSERT_LT(std::fabs(static_cast<double>(up[r]) - nu[r]) / su[r], 1e-5)
-              << name << " up " << r;
-          const double gv = ng[r], want = gv / (1.0 + std::exp(-gv)) * nu[r];
-          const double scale = (s2[r] + std::fabs(gv)) * (std::fabs(nu[r]) + su[r]) + 1e-30;
-          ASSERT_LT(std::fabs(act[r] - want) / scale, 1e-5) << name << " silu(gate)*up " << r;
-        }
+        EXPECT_TRUE(gate_up_match(type, wg, wu, m, k, read(gx), read(g), read(u), 1e-5)) << name;
       }
     }
   }
@@ -350,18 +361,8 @@ TEST_F(CudaOps, QuantizedGateUpProductsMatchTheReference) {
         ASSERT_TRUE(gpu_->matmul(tg, gx, g).ok());
         ASSERT_TRUE(gpu_->matmul(tu, gx, u).ok());
         gpu_->silu_mul(g, u, g);
-        const auto act = read(g), up = read(u), xn = read(gx);
-        std::vector<double> sg, su;
-        const auto ng = reference_matmul(type, wg, m, k, xn, 1, sg);
-        const auto nu = reference_matmul(type, wu, m, k, xn, 1, su);
         // 8-bit activations: each product off by ~0.5% (as MatmulEveryTypeAndShape allows).
-        for (int64_t r = 0; r < m; ++r) {
-          ASSERT_LT(std::fabs(static_cast<double>(up[r]) - nu[r]) / su[r], 5e-2)
-              << name << " up " << r;
-          const double gv = ng[r], want = gv / (1.0 + std::exp(-gv)) * nu[r];
-          const double scale = (sg[r] + std::fabs(gv)) * (std::fabs(nu[r]) + su[r]) + 1e-30;
-          ASSERT_LT(std::fabs(act[r] - want) / scale, 5e-2) << name << " silu(gate)*up " << r;
-        }
+        EXPECT_TRUE(gate_up_match(type, wg, wu, m, k, read(gx), read(g), read(u), 5e-2)) << name;
       }
     }
   }
