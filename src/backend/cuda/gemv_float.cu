@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/gated_activation.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
@@ -188,14 +189,6 @@ __device__ __forceinline__ void dot8_pair(const Raw8<T>& a, const Raw8<T>& b, co
   }
 }
 
-__device__ __forceinline__ float gated(int glu, float g, float u) {
-  if (glu == 2) {
-    constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
-  }
-  return g / (1.0f + expf(-g)) * u;
-}
-
 template <TensorType T, int W, bool Stream, int Runs>
 __global__ void __launch_bounds__(32 * kPairWarps)
     gemv_fpair_kernel(const PairMats mats, int64_t k, const float* x) {
@@ -286,7 +279,7 @@ __global__ void __launch_bounds__(32 * kPairWarps)
     if (mats.glu != 0) {
       mats.y[0][ra] = acc0;
       mats.y[1][ra] = acc1;
-      mats.out[ra] = gated(mats.glu, acc0, acc1);
+      mats.out[ra] = gated(acc0, acc1, mats.glu == 2);  // (glu: 1 SiLU, 2 GELU)
     } else {
       y[ra] = acc0;
       if (rb != ra) y[rb] = acc1;

@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/gated_activation.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -448,14 +449,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   if (lane == 0) {
     gate.y[row] = g;
     up.y[row] = u;
-    float act;
-    if (gelu) {
-      constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      act = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-    } else {
-      act = g / (1.0f + expf(-g));
-    }
-    out[row] = act * u;
+    out[row] = gated(g, u, gelu);
   }
 }
 
@@ -846,14 +840,7 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   if (valid && pair_writer<W>()) {
     gate.y[row] = g;
     up.y[row] = u;
-    float act;
-    if (gelu) {
-      constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      act = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-    } else {
-      act = g / (1.0f + expf(-g));
-    }
-    out[row] = act * u;
+    out[row] = gated(g, u, gelu);
   }
   // (The writer's warp: the first of the pair's W.)
   if (quant.qs != nullptr && valid && (threadIdx.x / 32) % W == 0) {
@@ -880,13 +867,6 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
 // the 8 warps a multiprocessor (the pair kernels keep 16) hide less of the products' arithmetic
 // latency than the bytes in flight gain. Off by default; W = 12 and 16 (fewer slots a warp) not
 // yet measured.
-__device__ __forceinline__ float gated(float g, float u, bool gelu) {
-  if (gelu) {
-    constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
-  }
-  return g / (1.0f + expf(-g)) * u;
-}
 
 template <TensorType T, bool kGlu>
 __global__ void __launch_bounds__(32 * 16, 1)
