@@ -970,6 +970,7 @@ bool launch_stream(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, const Acts&
                    float* out, cudaStream_t stream) {
   const int warps = stream_warps();
   const int stages = stream_stages(gate.row_bytes, warps);
+  if (stages == 0) return false;  // (off by default: nothing more asked of the driver)
   auto* kernel = gemv_stream_kernel<TensorType::Q4_K, kGlu>;
   // (A device that cannot give a block kStreamSharedBytes keeps the other kernels.)
   static const bool shared_ok = [kernel] {
@@ -979,8 +980,7 @@ bool launch_stream(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, const Acts&
     return ok;
   }();
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (stages == 0 || !shared_ok || gate.type != TensorType::Q4_K || a.k % 256 != 0 ||
-      !aligned(gate.w) ||
+  if (!shared_ok || gate.type != TensorType::Q4_K || a.k % 256 != 0 || !aligned(gate.w) ||
       (kGlu && (up.type != TensorType::Q4_K || up.row_bytes != gate.row_bytes || !aligned(up.w)))) {
     return false;
   }
