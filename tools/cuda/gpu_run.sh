@@ -353,27 +353,32 @@ if [[ " $stages " == *" matrix "* ]]; then
   # after 1K and 16K tokens of context (-d) and decode of 128 and 512 tokens after 1K and 16K
   # tokens, then llama-bench's same tests on the same file (pp512 / pp4096, tg128 / tg512 at
   # depth 1024 and 16384). MATRIX_DECODE_ONLY=1: the decode tests only; MATRIX_PREFILL_ONLY=1: the
-  # prefill ones only.
+  # prefill ones only. MATRIX_DEPTHS: the context depths (default "1024 16384"; SmolLM2's
+  # context is 8,192 tokens: "1024 4000" there, as 4,096 prompt tokens after 4,096 overflow it).
   L=/tmp/llama/bin
   # A llama.cpp build still running on this machine's CPUs slows Tern's host side (2026-12-06:
   # Q4_K_M decode repetitions spread 262-332 tok/s beside it): wait for it first.
   wait_llama
   files=${MATRIX_FILES:-/tmp/q4km.gguf /tmp/q8_0.gguf /tmp/bf16.gguf}
+  read -ra depths <<<"${MATRIX_DEPTHS:-1024 16384}"
+  depth_pattern="^ +($(IFS='|'; echo "${depths[*]}")) "
+  after=() prompts=()
+  for d in "${depths[@]}"; do after+=(-d "$d") && prompts+=(-p "$d"); done
   [ -n "${REAL_MODELS:-}" ] && files="$files ${REAL_MODELS//:/ }"
   for f in $files; do
     [ -e "$f" ] || { echo "matrix: no $f" >>"$summary"; continue; }
     name=$(basename "$f" .gguf)
     if [ -z "${MATRIX_DECODE_ONLY:-}" ]; then
-      timeout 240 $T/bin/tern bench --device cuda -m "$f" -d 1024 -d 16384 -p 512 -p 4096 -n 1 -r 2 \
+      timeout 240 $T/bin/tern bench --device cuda -m "$f" "${after[@]}" -p 512 -p 4096 -n 1 -r 2 \
         >"$OUT/matrix-$name-prefill.log" 2>&1
-      echo "matrix $name: tern prefill after 1K / 16K tokens rc=$?" >>"$summary"
-      grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-prefill.log" >>"$summary"
+      echo "matrix $name: tern prefill after ${depths[*]} tokens rc=$?" >>"$summary"
+      grep -E "$depth_pattern" "$OUT/matrix-$name-prefill.log" >>"$summary"
     fi
     if [ -z "${MATRIX_PREFILL_ONLY:-}" ]; then
-      timeout 240 $T/bin/tern bench --device cuda -m "$f" -p 1024 -p 16384 -n 128 -n 512 -r 2 \
+      timeout 240 $T/bin/tern bench --device cuda -m "$f" "${prompts[@]}" -n 128 -n 512 -r 2 \
         >"$OUT/matrix-$name-decode.log" 2>&1
       echo "matrix $name: tern decode rc=$?" >>"$summary"
-      grep -E '^ +(1024|16384) ' "$OUT/matrix-$name-decode.log" >>"$summary"
+      grep -E "$depth_pattern" "$OUT/matrix-$name-decode.log" >>"$summary"
     fi
     wait_llama
     if [ -x $L/llama-bench ]; then
@@ -381,7 +386,7 @@ if [[ " $stages " == *" matrix "* ]]; then
       [ -n "${MATRIX_DECODE_ONLY:-}" ] && prefill=0
       [ -n "${MATRIX_PREFILL_ONLY:-}" ] && decode=0
       LD_LIBRARY_PATH=$L:$LD_LIBRARY_PATH timeout 300 $L/llama-bench -m "$f" -fa 1 -ngl 99 \
-        -p $prefill -n $decode -d 1024,16384 -r 2 >"$OUT/matrix-$name-llama.log" 2>&1
+        -p $prefill -n $decode -d "$(IFS=,; echo "${depths[*]}")" -r 2 >"$OUT/matrix-$name-llama.log" 2>&1
       echo "matrix $name: llama-bench rc=$?" >>"$summary"
       grep '^| [a-z]' "$OUT/matrix-$name-llama.log" | grep -v model >>"$summary"
     fi
