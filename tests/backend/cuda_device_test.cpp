@@ -890,6 +890,90 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
   }
 }
 
+// The residual add + norm after a one-token product (the o projection, down) run by the
+// product's last block (set_norm_tail) against the same ops with the norm a launch of its own:
+// equal bit for bit (the tail reduces the sum of squares in the row kernel's order), for both
+// activation groups of the product after the norm (Q4_K: 256, Q8_0: 32), without norm weights
+// and with no product after it. The products are 4,096 x 4,096 (Qwen3-8B's o projection): the
+// shapes whose kernels take a tail.
+TEST_F(CudaOps, NormTailEqualsTheNormLaunch) {
+  using T = TensorType;
+  const int64_t hidden = 4096, next_rows = 1000;
+  struct Case {
+    T product;
+    T next;  // F32: no product after the norm
+    bool weight;
+  };
+  auto other = CudaDevice::create(0);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  gpu_->set_fusion(true);
+  (*other)->set_fusion(true);
+  gpu_->set_norm_tail(true);
+  (*other)->set_norm_tail(false);
+  for (const Case c : {Case{T::Q4_K, T::Q4_K, true}, Case{T::Q6_K, T::Q8_0, true},
+                       Case{T::Q6_K, T::Q4_K, false}, Case{T::Q4_K, T::F32, true}}) {
+    const auto wo = testing::random_weights(c.product, hidden, hidden, rng_);
+    const auto wn = c.next == T::F32 ? std::vector<uint8_t>{}
+                                     : testing::random_weights(c.next, next_rows, hidden, rng_);
+    const auto in0 = random(hidden), x0 = random(hidden, 4.0f), nw = random(hidden, 0.3f);
+    // Outputs: the product's, the residual sum, the norm's, the next product's.
+    auto run = [&](CudaDevice& d) {
+      std::vector<DeviceBuffer> keep;
+      auto make = [&](const void* data, size_t bytes, TensorType type, int64_t cols, int64_t rows) {
+        auto b = d.allocate(bytes);
+        EXPECT_TRUE(b.ok());
+        if (data != nullptr) d.upload(data, b->data(), bytes);
+        Tensor t;
+        t.data = b->data();
+        t.type = type;
+        t.ne = {cols, rows, 1, 1};
+        keep.push_back(std::move(*b));
+        return t;
+      };
+      const std::vector<float> nan(static_cast<size_t>(hidden), NAN);
+      Tensor w_o = make(wo.data(), wo.size(), c.product, hidden, hidden);
+      Tensor w_n =
+          c.next == T::F32 ? Tensor{} : make(wn.data(), wn.size(), c.next, hidden, next_rows);
+      Tensor in = make(in0.data(), hidden * 4, T::F32, hidden, 1);
+      Tensor x = make(x0.data(), hidden * 4, T::F32, hidden, 1);
+      Tensor norm_w = make(nw.data(), hidden * 4, T::F32, hidden, 1);
+      Tensor o = make(nan.data(), hidden * 4, T::F32, hidden, 1);
+      Tensor h = make(nan.data(), hidden * 4, T::F32, hidden, 1);
+      Tensor g = make(nan.data(), next_rows * 4, T::F32, next_rows, 1);
+      EXPECT_TRUE(d.matmul(w_o, in, o).ok());
+      d.add(x, o, x);
+      d.rms_norm(x, c.weight ? &norm_w : nullptr, 1e-6f, h);
+      if (c.next != T::F32) {
+        EXPECT_TRUE(d.matmul(w_n, h, g).ok());
+      }
+      std::vector<std::vector<float>> res;
+      for (const Tensor* t : {&o, &x, &h, &g}) {
+        std::vector<float> r(static_cast<size_t>(t->elements()));
+        d.download(t->data, r.data(), r.size() * 4);
+        res.push_back(std::move(r));
+      }
+      EXPECT_TRUE(d.synchronize().ok());
+      return res;
+    };
+    const uint64_t tails = gpu_->norm_tails();
+    const auto tailed = run(*gpu_);
+    const auto plain = run(**other);
+    const std::string what = fmt::format("{} then {}{}", tensor_type_name(c.product),
+                                         c.next == T::F32 ? "nothing" : tensor_type_name(c.next),
+                                         c.weight ? "" : ", no norm weights");
+    EXPECT_EQ(gpu_->norm_tails() - tails, 1u) << what << ": the norm should have been a tail";
+    EXPECT_EQ((*other)->norm_tails(), 0u);
+    const char* names[] = {"product", "residual sum", "norm", "next product"};
+    for (size_t i = 0; i < tailed.size(); ++i) {
+      if (i == 3 && c.next == T::F32) continue;
+      EXPECT_EQ(0, std::memcmp(tailed[i].data(), plain[i].data(), tailed[i].size() * 4))
+          << what << ": " << names[i] << " differs";
+      EXPECT_FALSE(std::isnan(tailed[i][0]) || std::isnan(tailed[i].back())) << what << names[i];
+    }
+  }
+  gpu_->set_norm_tail(false);
+}
+
 // One attention layer's paged cache on both devices, filled through store_kv.
 struct PagedCase {
   int64_t heads, kv_heads, head_dim;
