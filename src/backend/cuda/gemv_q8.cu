@@ -785,7 +785,6 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   if (valid && pair_writer<W>()) {
     y[row0] = t0;
     if (row1 != row0) y[row1] = t1;
-    if constexpr (kTail) __threadfence();  // y visible to the last block before it is counted
   }
   if constexpr (kTail) {
     if (last_block_of_grid(tail.counter)) norm_tail<32 * kPairWarps>(tail);

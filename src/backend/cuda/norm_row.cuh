@@ -51,12 +51,22 @@ __device__ __forceinline__ void quantize_float4(const float4& y, float amax, int
   }
 }
 
-// Whether this block is the last of its grid to get here (every thread calls it, after the
-// block's writers fenced their outputs); the count goes back to zero in norm_tail.
+// Whether this block is the last of its grid to get here (every thread calls it once the block's
+// outputs are written); the count goes back to zero in norm_tail. The block barrier orders the
+// block's writes before thread 0's release; its acquire (then the barrier) orders the other
+// blocks' writes before this block's reads (the split-K serial reduction's pattern, as CUTLASS's
+// semaphore has it): no fence by each writer.
 __device__ __forceinline__ bool last_block_of_grid(uint32_t* counter) {
   __shared__ bool last;
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  if (threadIdx.x == 0) {
+    uint32_t before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(counter)
+                 : "memory");
+    last = before == gridDim.x - 1;
+  }
   __syncthreads();
   return last;
 }
@@ -70,7 +80,6 @@ __device__ __forceinline__ void norm_tail(const NormTail& t) {
   constexpr int kPer = kNormTailMaxQuads / kThreads;
   __shared__ float partial[kNormTailMaxQuads / 32];
   __shared__ __align__(16) float group_amax[kNormTailMaxQuads / 8];
-  __threadfence();  // the other blocks' outputs, counted before this block's ticket, come next
   const int quads = static_cast<int>(t.cols / 4);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const auto* a4 = reinterpret_cast<const float4*>(t.a);
