@@ -341,10 +341,9 @@ TEST_F(CudaOps, FloatRowPairsOfEveryWidthMatchTheReference) {
   }
 }
 
-// The n = 1 gate/up products of 8-bit blocks fused with SiLU(gate) * up (the row-pair kernel, or
-// with TERN_CUDA_GEMV_STREAM=W the streamed one: tools/cuda/gpu_run.sh runs this test that way
-// too), against the reference on the normed x: rows from under one a warp to several rounds of
-// the streamed kernel's ring of slots, and k of 4 and 16 superblocks.
+// The n = 1 gate/up products of 8-bit blocks fused with SiLU(gate) * up (the row-pair kernels),
+// against the reference on the normed x: rows from under one a warp to several waves of warps,
+// and k of 4 and 16 superblocks.
 TEST_F(CudaOps, QuantizedGateUpProductsMatchTheReference) {
   for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0}) {
     for (int64_t m : {515, 8449}) {

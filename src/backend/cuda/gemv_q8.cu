@@ -38,12 +38,16 @@
 // cost read as the step time it takes away: TERN_CUDA_SKIP_KERNELS): gate/up 24.4 us a layer =
 // 76% of the 3,032 GB/s copy bandwidth, q/k/v 7.0 us = 71%, o projection + down 21.7 us = 67%;
 // then the one-warp 128-register pairs for the last two (pair_wide) took 1.6% off the step.
+// Tried and removed (2026-12-06, H100, same step): streamed Q4_K row pairs, the weights brought
+// into per-warp rings of shared memory by bulk copies (the TMA unit) on mbarriers, so the bytes
+// in flight take no registers: 8 warps a block made the step 2,774 -> 2,911 us (+5%); 12 and 16
+// warps never ran (device time). In git history before commit "gemv_q8.cu: the streamed row
+// pairs removed".
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/gated_activation.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
@@ -464,19 +468,6 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 __device__ __forceinline__ int4 ldg16(const void* p) {
   return __ldg(reinterpret_cast<const int4*>(p));
 }
-// 16 weight bytes from global memory (read-only path) or, kShared, from shared memory.
-template <bool kShared>
-__device__ __forceinline__ int4 weight16(const uint8_t* p) {
-  if constexpr (kShared) {
-    int4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
-    return v;
-  } else {
-    return ldg16(p);
-  }
-}
 __device__ __forceinline__ int2 ldg8(const void* p) {
   return __ldg(reinterpret_cast<const int2*>(p));
 }
@@ -530,8 +521,6 @@ struct Pair<TensorType::Q4_K> {
   // (q4k_scale_words), each sub-block's integer dot scaled by its integer scale before the one
   // conversion to float, and the two blocks' min terms split between the two halves' lanes
   // (lane h adds block 2 c2 + h's) instead of one lane adding both under a branch.
-  // kShared: r0 and r1 point into shared memory (the streamed kernel's stages).
-  template <bool kShared = false>
   __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
                              int lane, float& acc0, float& acc1) {
     const int j = lane & 7, c2 = j >> 1, h = j & 1;
@@ -544,8 +533,8 @@ struct Pair<TensorType::Q4_K> {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const uint8_t* b = (r == 0 ? r0 : r1) + sb * kBytes;
-      const int4 hd = weight16<kShared>(b);
-      const int4 q = weight16<kShared>(b + 16 + c2 * 32 + 16 * h);
+      const int4 hd = ldg16(b);
+      const int4 q = ldg16(b + 16 + c2 * 32 + 16 * h);
       const float2 dm = q4k_d_dmin(hd);
       uint32_t scw, mw;
       q4k_scale_words(hd, c2, scw, mw);
@@ -853,149 +842,6 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   if (quant.qs != nullptr && valid && (threadIdx.x / 32) % W == 0) {
     quantize_finished_group(quant, out, row);
   }
-}
-
-// Streamed row pairs (TERN_CUDA_GEMV_STREAM=W, W warps a block, one block a multiprocessor;
-// Q4_K, one token): kGlu, gate row r and up row r with SiLU / GELU(gate) * up, as
-// gemv_pair_glu_kernel; else rows 2p and 2p + 1 of one matrix (`gate`; `up` unused), as
-// gemv_pair_kernel. Each warp takes pairs warp, warp + warps of the grid, ... and keeps a ring of
-// `stages` slots in shared memory, each slot one row pair brought by bulk copies (the TMA unit)
-// that arrive on the slot's mbarrier; the warp's lane 0 issues the copies of the pair stages - 1
-// ahead of the one the warp multiplies. Why: the register-fed pair kernels above hold their
-// loads in registers, so a warp's bytes in flight end when its loads land and its products start
-// (one row pair a warp, ~4.6 KB, then nothing while it multiplies); gate/up measured 76% of the
-// copy bandwidth inside the decode graph, the o projection and down 67%. Here the
-// bytes in flight do not take registers: a multiprocessor keeps up to W x (stages - 1) row pairs
-// coming (8 x 3 x 4.6 KB at k = 4,096) while its warps multiply, and the first copies go out
-// before the PDL wait (weights are no kernel's output). Reads and writes as the pair kernels.
-// Measured (2026-12-06, H100, Qwen3-8B Q4_K_M decode after 512 tokens, A B A B in one call): its
-// tests pass (QuantizedGateUp, Matmul, FusedDecode, cuda_forward_test), but at W = 8 the step's
-// GPU time went 2,774 / 2,775 -> 2,912 / 2,910 us (+5%; predicted -4%). Not separated: likely
-// the 8 warps a multiprocessor (the pair kernels keep 16) hide less of the products' arithmetic
-// latency than the bytes in flight gain. Off by default; W = 12 and 16 (fewer slots a warp) not
-// yet measured.
-
-template <TensorType T, bool kGlu>
-__global__ void __launch_bounds__(32 * 16, 1)
-    gemv_stream_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
-                       int stages) {
-  extern __shared__ __align__(128) unsigned char stream_shared[];
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int block_warps = static_cast<int>(blockDim.x / 32);
-  const auto row_bytes = static_cast<uint32_t>(gate.row_bytes);
-  const uint32_t slot_bytes = 2 * row_bytes;
-  const unsigned char* ring =
-      stream_shared + static_cast<size_t>(warp) * static_cast<size_t>(stages) * slot_bytes;
-  const auto ring_at = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
-  const auto bars = static_cast<uint32_t>(__cvta_generic_to_shared(stream_shared)) +
-                    static_cast<uint32_t>(block_warps * stages) * slot_bytes +
-                    static_cast<uint32_t>(warp * stages) * 8;
-  const int64_t grid_warps = static_cast<int64_t>(gridDim.x) * block_warps;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * block_warps + warp;
-  const int64_t pairs = kGlu ? gate.m : (gate.m + 1) / 2;
-  const int count =
-      first < pairs ? static_cast<int>((pairs - first + grid_warps - 1) / grid_warps) : 0;
-  const auto* gw = static_cast<const uint8_t*>(gate.w);
-  const auto* uw = static_cast<const uint8_t*>(up.w);
-  // The pair's rows: kGlu gate and up row p; else rows 2p and 2p + 1 (2p alone at an odd end).
-  auto second_row = [&](int64_t p) { return kGlu || 2 * p + 1 < gate.m; };
-  auto issue = [&](int i) {  // (lane 0) pair i of this warp into slot i % stages
-    const int64_t p = first + static_cast<int64_t>(i) * grid_warps;
-    const int slot = i % stages;
-    const uint32_t bar = bars + 8 * static_cast<uint32_t>(slot);
-    const uint32_t dst = ring_at + static_cast<uint32_t>(slot) * slot_bytes;
-    if constexpr (kGlu) {
-      mbarrier_arrive_expect_bytes(bar, slot_bytes);
-      bulk_copy_to_shared(dst, gw + static_cast<size_t>(p) * row_bytes, row_bytes, bar);
-      bulk_copy_to_shared(dst + row_bytes, uw + static_cast<size_t>(p) * row_bytes, row_bytes, bar);
-    } else {
-      const uint32_t bytes = second_row(p) ? slot_bytes : row_bytes;
-      mbarrier_arrive_expect_bytes(bar, bytes);
-      bulk_copy_to_shared(dst, gw + static_cast<size_t>(2 * p) * row_bytes, bytes, bar);
-    }
-  };
-  if (lane == 0) {
-    for (int s = 0; s < stages; ++s) mbarrier_init(bars + 8 * static_cast<uint32_t>(s), 1);
-    fence_mbarrier_init();
-    for (int i = 0; i < stages - 1 && i < count; ++i) issue(i);
-  }
-  __syncwarp();
-  pdl_launch_dependents();
-  pdl_wait();
-  const int64_t sbs = a.k / 256;
-  for (int i = 0; i < count; ++i) {
-    if (lane == 0 && i + stages - 1 < count) issue(i + stages - 1);
-    const int slot = i % stages;
-    mbarrier_wait(bars + 8 * static_cast<uint32_t>(slot), static_cast<uint32_t>(i / stages) & 1);
-    const int64_t p = first + static_cast<int64_t>(i) * grid_warps;
-    const bool both = second_row(p);
-    const uint8_t* r0 = ring + static_cast<size_t>(slot) * slot_bytes;
-    const uint8_t* r1 = both ? r0 + row_bytes : r0;
-    float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll 4
-    for (int64_t sb = lane / 8; sb < sbs; sb += 4)
-      Pair<T>::template dot<true>(r0, r1, sb, a, lane, acc0, acc1);
-    const float t0 = warp_total(acc0), t1 = warp_total(acc1);
-    if (lane == 0) {
-      if constexpr (kGlu) {
-        gate.y[p] = t0;
-        up.y[p] = t1;
-        out[p] = gated(t0, t1, gelu);
-      } else {
-        gate.y[2 * p] = t0;
-        if (both) gate.y[2 * p + 1] = t1;
-      }
-    }
-    __syncwarp();  // every lane's reads of the slot done before lane 0 refills it
-  }
-}
-
-// Warps a block of the streamed gate/up kernel (TERN_CUDA_GEMV_STREAM=W, 4 <= W <= 16; 0 or
-// unset: the register-fed pair kernel), and the ring's stages for rows of `row_bytes` (0: the
-// rows do not fit at least two stages, or cannot be bulk-copied).
-int stream_warps() {
-  static const int warps = [] {
-    const char* v = std::getenv("TERN_CUDA_GEMV_STREAM");
-    if (v == nullptr) return 0;
-    const int w = std::atoi(v);
-    return w >= 4 && w <= 16 ? w : 0;
-  }();
-  return warps;
-}
-// (8 warps of two slots of a Q4_K row pair at k = 12,288, the down product's: 221,440 bytes.)
-constexpr size_t kStreamSharedBytes = 220 * 1024;
-int stream_stages(size_t row_bytes, int warps) {
-  if (row_bytes % 16 != 0 || warps == 0) return 0;
-  const size_t slot = 2 * row_bytes + 8;
-  const auto stages = static_cast<int>(kStreamSharedBytes / (slot * static_cast<size_t>(warps)));
-  return stages >= 2 ? (stages > 4 ? 4 : stages) : 0;
-}
-// Launches the streamed kernel when TERN_CUDA_GEMV_STREAM asks for it and the rows can be
-// streamed (16-byte aligned rows whose slots fit); false: the caller launches another kernel.
-template <bool kGlu>
-bool launch_stream(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, const Acts& a, bool gelu,
-                   float* out, cudaStream_t stream) {
-  const int warps = stream_warps();
-  const int stages = stream_stages(gate.row_bytes, warps);
-  if (stages == 0) return false;  // (off by default: nothing more asked of the driver)
-  auto* kernel = gemv_stream_kernel<TensorType::Q4_K, kGlu>;
-  // (A device that cannot give a block kStreamSharedBytes keeps the other kernels.)
-  static const bool shared_ok = [kernel] {
-    const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kStreamSharedBytes)) == cudaSuccess;
-    if (!ok) (void)cudaGetLastError();
-    return ok;
-  }();
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!shared_ok || gate.type != TensorType::Q4_K || a.k % 256 != 0 || !aligned(gate.w) ||
-      (kGlu && (up.type != TensorType::Q4_K || up.row_bytes != gate.row_bytes || !aligned(up.w)))) {
-    return false;
-  }
-  const size_t bytes = static_cast<size_t>(warps * stages) * (2 * gate.row_bytes + 8);
-  const auto blocks = static_cast<unsigned>(pairs_for_32_warps() / 32);  // one a multiprocessor
-  (void)launch_pdl_shared(kernel, dim3(blocks), dim3(32 * warps), bytes, stream, gate, up, a, gelu,
-                          out, stages);
-  return true;
 }
 
 // Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take
@@ -1336,17 +1182,6 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
     (void)gemv_mma(T, p, m, k, a.qs, a.d, a.s, n, y, stream);
     return;
   }
-  if constexpr (T == TensorType::Q4_K) {
-    if (n == 1 && tail.counter == nullptr) {
-      GemvQ8Matrix mat;
-      mat.w = w;
-      mat.type = T;
-      mat.m = m;
-      mat.row_bytes = row_bytes;
-      mat.y = y;
-      if (launch_stream<false>(mat, mat, a, false, nullptr, stream)) return;
-    }
-  }
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q6_K || T == TensorType::Q8_0) {
     if (n == 1 && pair_mode() != 0 && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
@@ -1469,9 +1304,6 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
   if (gate.m == 0) return cudaSuccess;
   if (quant.qs != nullptr && !gemv_q8_glu_quantizes(gate, up, k, quant.group)) {
     return cudaErrorInvalidValue;
-  }
-  if (quant.qs == nullptr && launch_stream<true>(gate, up, acts(xq, 1, k), gelu, out, stream)) {
-    return cudaGetLastError();
   }
   if (pair_mode() != 0 && gate.type == up.type && pair_type(gate.type, k)) {
     const int warps = pair_warps(gate.m, gate.type);
