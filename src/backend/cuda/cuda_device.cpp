@@ -27,7 +27,6 @@ constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr size_t kStagedEntries = 8;
 constexpr size_t kStepBytes = size_t{8} << 20;  // staged arrays of one step
 constexpr size_t kMaxGraphs = 16;
-constexpr int64_t kCounterWords = cuda::kQ8OutputGroups + 1;  // q8_counters_, norm_tail_counter_
 
 }  // namespace
 
@@ -149,13 +148,11 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   // 277 greedy). TERN_CUDA_SAMPLE=0 brings the drawn row back to be picked on the host.
   const char* sample = std::getenv("TERN_CUDA_SAMPLE");
   d->sample_kernel_ = sample == nullptr || std::strcmp(sample, "0") != 0;
-  // The gate/up launch's group counters, then the norm tails' block counter (one word: the
-  // products that run a tail follow each other through their PDL waits).
-  auto counters = d->alloc_->allocate(kCounterWords * sizeof(uint32_t));
+  auto counters = d->alloc_->allocate(cuda::kQ8OutputGroups * sizeof(uint32_t));
   if (!counters) return counters.error();
   d->q8_counters_ = static_cast<uint32_t*>(*counters);
-  d->norm_tail_counter_ = d->q8_counters_ + cuda::kQ8OutputGroups;
-  TERN_CUDA_TRY(cudaMemsetAsync(d->q8_counters_, 0, kCounterWords * sizeof(uint32_t), stream));
+  TERN_CUDA_TRY(
+      cudaMemsetAsync(d->q8_counters_, 0, cuda::kQ8OutputGroups * sizeof(uint32_t), stream));
   const char* glu_quant = std::getenv("TERN_CUDA_Q8_OUTPUT");
   // The gate/up half is off by default: measured slower (2026-12-06, H100, Qwen3-8B, decode
   // after 512 tokens): the gate/up launch's ~3,000 warps each wait for a fence and an atomic's
@@ -165,8 +162,6 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   // (2026-12-06, H100, Q4_K_M after 512 tokens). TERN_CUDA_Q8_OUTPUT=1 both, =0 neither.
   d->output_quantize_ = glu_quant != nullptr && std::strcmp(glu_quant, "1") == 0;
   d->attention_output_quantize_ = glu_quant == nullptr || std::strcmp(glu_quant, "0") != 0;
-  const char* norm_tail = std::getenv("TERN_CUDA_NORM_TAIL");
-  d->norm_tail_ = norm_tail != nullptr && std::strcmp(norm_tail, "1") == 0;
   const char* mmq = std::getenv("TERN_CUDA_MMQ");
   d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
   if (const char* skip = std::getenv("TERN_CUDA_SKIP_KERNELS"); skip != nullptr && *skip != '\0') {
@@ -203,7 +198,7 @@ CudaDevice::~CudaDevice() {
   for (auto& f : frequencies_) alloc_->release(f.data, f.values.size() * sizeof(float));
   if (cublas_workspace_ != nullptr) alloc_->release(cublas_workspace_, kCublasWorkspace);
   if (q8_counters_ != nullptr) {
-    alloc_->release(q8_counters_, kCounterWords * sizeof(uint32_t));
+    alloc_->release(q8_counters_, cuda::kQ8OutputGroups * sizeof(uint32_t));
   }
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   staging_.reset();
@@ -368,7 +363,7 @@ CudaDevice::Launch CudaDevice::gemv_launch(const OpInfo& i) {
     if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));
     if (i.multi.count == 1) {
       const auto& m = i.multi.mats[0];
-      TERN_CUDA_TRY(cuda::gemv_q8(m.type, m.w, m.m, i.k, i.xq, 1, m.y, s, i.tail));
+      TERN_CUDA_TRY(cuda::gemv_q8(m.type, m.w, m.m, i.k, i.xq, 1, m.y, s));
     } else {
       TERN_CUDA_TRY(cuda::gemv_q8_multi(i.multi, i.k, i.xq, s));
     }

@@ -115,11 +115,6 @@ class CudaDevice final : public Device {
   // Default: off (slower, cuda_device.cpp); TERN_CUDA_Q8_OUTPUT=1 in the environment turns both on,
   // TERN_CUDA_Q8_OUTPUT=attention the attention's alone.
   void set_output_quantize(bool on) { output_quantize_ = attention_output_quantize_ = on; }
-  // The residual add + norm after a one-token product (o projection, down) run by the product's
-  // last block (cuda::NormTail) instead of a launch of its own. Default: off until measured;
-  // TERN_CUDA_NORM_TAIL=1 in the environment turns it on.
-  void set_norm_tail(bool on) { norm_tail_ = on; }
-  uint64_t norm_tails() const { return norm_tails_; }
   uint64_t fused_ops() const { return fused_ops_; }
   // Decode attention launches that took a q/k norm + RoPE launch over (fold_rope_into_attention).
   uint64_t rope_folds() const { return rope_folds_; }
@@ -162,9 +157,6 @@ class CudaDevice final : public Device {
   bool fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
                 std::initializer_list<uint64_t> signature);
   bool quantize_in_norm(const float* xd, void* xqd, int64_t rows, int64_t k, int group);
-  // The queued residual add and this norm run by the last block of the product queued before the
-  // add, which wrote one of its inputs (cuda::NormTail); false: not that sequence, or off.
-  bool norm_into_product(const OpInfo& norm, std::initializer_list<uint64_t> sig);
   Launch glu_launch(const OpInfo& info);
   bool quantize_in_glu(const float* xd, void* xqd, int64_t k, int group);
   Launch attention_launch(const cuda::AttentionLaunch& a);
@@ -254,12 +246,9 @@ class CudaDevice final : public Device {
   bool int8_gemv_ = true;
   bool int8_prefill_ = false;
   bool sample_kernel_ = true;
-  bool norm_tail_ = false;
-  uint64_t norm_tails_ = 0;
   bool output_quantize_ = false;            // the gate/up launch's (two 8-bit buffers in turn)
   bool attention_output_quantize_ = false;  // decode attention's combine step's
   uint32_t* q8_counters_ = nullptr;         // cuda::kQ8OutputGroups words, zero between launches
-  uint32_t* norm_tail_counter_ = nullptr;   // one word past them, zero between launches
   // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
   // and v; gate and up) until any other op runs or a matmul writes over that input.
   Temp q8_[2];  // taken in turn (quantized_activations)

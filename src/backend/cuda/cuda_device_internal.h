@@ -30,10 +30,6 @@ struct CudaDevice::OpInfo {
   int64_t k = 0;
   bool quantize = false;
   int q8_group = 32;  // kNorm with xq, kGemv: the values an activation scale covers (q8_group)
-  // kGemv of one matrix: the residual add + norm its last block runs (norm_into_product) when
-  // tail.counter is set; tail.out is then the norm's output, which the next product may ask
-  // the tail to quantize (quantize_in_norm).
-  cuda::NormTail tail;
   // kGlu (the kGemv fields of its gate and up products, out = act(gate) * up): gelu, and where
   // the launch also writes out's 8-bit copy (scales a group of out_q8_group values) when set.
   bool gelu = false;

@@ -154,23 +154,6 @@ Result<const void*> CudaDevice::quantized_activations(const Tensor& x, int group
 // too (rms_norm + quantize in one kernel, as quantize_q8 would), and x needs no quantization.
 bool CudaDevice::quantize_in_norm(const float* xd, void* xqd, int64_t rows, int64_t k, int group) {
   OpInfo* last = queued_info();
-  if (last != nullptr && last->kind == OpInfo::kGemv && last->tail.counter != nullptr) {
-    // The norm runs in the last block of the product before it (norm_into_product).
-    cuda::NormTail& t = last->tail;
-    const cuda::GemvQ8Matrix& mat = last->multi.mats[0];
-    if (t.out != xd || rows != 1 || t.cols != k || t.qs != nullptr ||
-        !cuda::gemv_q8_takes_norm_tail(mat.type, mat.m, last->k, k, true, group)) {
-      return false;
-    }
-    const cuda::Q8Activations view = cuda::q8_activations(xqd, 1, k);
-    t.qs = static_cast<int8_t*>(xqd);
-    t.qd = const_cast<float*>(view.d);
-    t.qsum = const_cast<float*>(view.s);
-    t.group = group;
-    fuse_into(infos_.size() - 1, {18, u(xqd), static_cast<uint64_t>(group)}, gemv_launch(*last),
-              *last);
-    return true;
-  }
   if (last == nullptr || last->kind != OpInfo::kNorm || last->out != xd || last->rows != rows ||
       last->cols != k || last->xq != nullptr || !cuda::norm_q8_supported(k, group)) {
     return false;
@@ -218,10 +201,8 @@ void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fr
   if (fresh && quantize_in_glu(xd, xqd, k, group)) fresh = false;
   if (fresh && quantize_in_attention(xd, xqd, k, group)) fresh = false;
   const OpInfo* last = queued_info();
-  // (A product running a norm tail takes no other products: they read what the tail writes.)
   if (!fresh && last->kind == OpInfo::kGemv && last->xq == xqd && last->k == k &&
-      last->q8_group == group && last->multi.count < cuda::kMaxGemvMulti &&
-      last->tail.counter == nullptr) {
+      last->q8_group == group && last->multi.count < cuda::kMaxGemvMulti) {
     OpInfo info = *last;
     auto& g = info.multi;
     g.mats[g.count] = mat;

@@ -70,7 +70,6 @@ void CudaDevice::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tens
     info.a = last->a;
     info.b = last->b;
     info.sum = last->out;
-    if (norm_into_product(info, sig)) return;
     fuse_into(infos_.size() - 1, sig, norm_launch(info), info);
     return;
   }
@@ -81,36 +80,6 @@ void CudaDevice::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tens
         return {};
       },
       info);
-}
-
-bool CudaDevice::norm_into_product(const OpInfo& norm, std::initializer_list<uint64_t> sig) {
-  OpInfo* product = queued_info(1);
-  if (!norm_tail_ || product == nullptr || norm_tail_counter_ == nullptr || norm.rows != 1 ||
-      product->kind != OpInfo::kGemv || product->multi.count != 1 ||
-      product->tail.counter != nullptr) {
-    return false;
-  }
-  const cuda::GemvQ8Matrix& mat = product->multi.mats[0];
-  if (mat.m != norm.cols || (mat.y != norm.a && mat.y != norm.b) ||
-      !cuda::gemv_q8_takes_norm_tail(mat.type, mat.m, product->k, norm.cols, false, 32)) {
-    return false;
-  }
-  // Every block of the product has read its input before the last one counts itself, so the
-  // tail's writes may land anywhere, its input included.
-  OpInfo fused = *product;
-  cuda::NormTail& t = fused.tail;
-  t.a = norm.a;
-  t.b = norm.b;
-  t.sum = norm.sum;
-  t.weight = norm.weight;
-  t.eps = norm.eps;
-  t.cols = norm.cols;
-  t.out = norm.out;
-  t.counter = norm_tail_counter_;
-  drop_last_queued();  // the add
-  fuse_into(infos_.size() - 1, sig, gemv_launch(fused), fused);
-  ++norm_tails_;
-  return true;
 }
 
 void CudaDevice::add(const Tensor& a, const Tensor& b, Tensor& out) {

@@ -42,13 +42,17 @@
 // into per-warp rings of shared memory by bulk copies (the TMA unit) on mbarriers, so the bytes
 // in flight take no registers: 8 warps a block made the step 2,774 -> 2,911 us (+5%); 12 and 16
 // warps never ran (device time). In git history before commit "gemv_q8.cu: the streamed row
-// pairs removed".
+// pairs removed". Also tried and removed (same day and machine): the residual add + norm after
+// the o projection and down run by the product's last block (a release/acquire ticket a block,
+// then the row's add, norm and 8-bit copy by that block's 4 warps) instead of a one-block launch:
+// 2,783 / 2,780 -> 3,256 / 3,259 us a step (+17%; predicted -2%), after 16K 253-260 -> 233
+// tok/s. The launch it saved costs ~3.9 us a step's graph; the tail cost ~10 us on the
+// product's critical path (4 warps serially doing what the launch's 32 do at once).
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/gated_activation.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/quantize_q8.cuh"
@@ -754,12 +758,9 @@ __device__ __forceinline__ void pair_prefetch(const uint8_t* r0, const uint8_t* 
 
 // Pairs past the end (the last block of W < 4) read row 0 and write nothing: every thread
 // reaches the shared-memory reduction.
-// kTail: the next norm runs in the grid's last block (norm_row.cuh). Its code raises the kernel's
-// registers (56-70 -> 96 at ptxas's choice), so only the 128-register kernels have it.
-template <TensorType T, int W, int kMinBlocks = 0, bool kTail = false>
+template <TensorType T, int W, int kMinBlocks = 0>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
-    gemv_pair_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, float* y,
-                     NormTail tail) {
+    gemv_pair_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, float* y) {
   const int64_t want = pair_index<W>() * 2;
   const bool valid = want < m;
   const int64_t row0 = valid ? want : 0;
@@ -774,9 +775,6 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   if (valid && pair_writer<W>()) {
     y[row0] = t0;
     if (row1 != row0) y[row1] = t1;
-  }
-  if constexpr (kTail) {
-    if (last_block_of_grid(tail.counter)) norm_tail<32 * kPairWarps>(tail);
   }
 }
 
@@ -1144,35 +1142,26 @@ void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t*
   }
 }
 
-// With a tail (tail.counter set) the caller checked gemv_q8_takes_norm_tail: one warp a pair, the
-// 128-register kernel.
-template <TensorType T>
-void launch_pair(int warps, int64_t pairs, cudaStream_t stream, const uint8_t* w, int64_t m,
-                 size_t row_bytes, const Acts& a, float* y, const NormTail& tail) {
-  const auto blocks = [&](int warps_a_pair) {
-    const int64_t per = kPairWarps / warps_a_pair;
+template <TensorType T, typename... Args>
+void launch_pair(int warps, int64_t pairs, cudaStream_t stream, Args... args) {
+  const auto blocks = [&](int w) {
+    const int64_t per = kPairWarps / w;
     return dim3(static_cast<unsigned>((pairs + per - 1) / per));
   };
-  const auto go = [&](auto kernel, int warps_a_pair) {
-    (void)launch_pdl(kernel, blocks(warps_a_pair), 32 * kPairWarps, stream, w, m, row_bytes, a, y,
-                     tail);
-  };
-  if (tail.counter != nullptr) {
-    go(gemv_pair_kernel<T, 1, 4, true>, 1);
-  } else if (warps == 1 && pair_wide_kernel(pairs)) {
-    go(gemv_pair_kernel<T, 1, 4>, 1);
+  if (warps == 1 && pair_wide_kernel(pairs)) {
+    (void)launch_pdl(gemv_pair_kernel<T, 1, 4>, blocks(1), 32 * kPairWarps, stream, args...);
   } else if (warps == 1) {
-    go(gemv_pair_kernel<T, 1>, 1);
+    (void)launch_pdl(gemv_pair_kernel<T, 1>, blocks(1), 32 * kPairWarps, stream, args...);
   } else if (warps == 2) {
-    go(gemv_pair_kernel<T, 2>, 2);
+    (void)launch_pdl(gemv_pair_kernel<T, 2>, blocks(2), 32 * kPairWarps, stream, args...);
   } else {
-    go(gemv_pair_kernel<T, 4>, 4);
+    (void)launch_pdl(gemv_pair_kernel<T, 4>, blocks(4), 32 * kPairWarps, stream, args...);
   }
 }
 
 template <TensorType T>
 void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float* y,
-            cudaStream_t stream, const NormTail& tail) {
+            cudaStream_t stream) {
   const auto& info = tensor_type_info(T);
   const size_t row_bytes = static_cast<size_t>(k / info.block_elements) * info.block_bytes;
   const dim3 grid(static_cast<unsigned>((m + kRowsPerBlock - 1) / kRowsPerBlock));
@@ -1185,7 +1174,7 @@ void launch(const void* w, int64_t m, int64_t k, const Acts& a, int64_t n, float
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q6_K || T == TensorType::Q8_0) {
     if (n == 1 && pair_mode() != 0 && pair_type(T, k)) {
       const int64_t pairs = (m + 1) / 2;
-      launch_pair<T>(pair_warps(pairs, T, true), pairs, stream, p, m, row_bytes, a, y, tail);
+      launch_pair<T>(pair_warps(pairs, T, true), pairs, stream, p, m, row_bytes, a, y);
       return;
     }
     if (n > 1 && batch_pairs_enabled() && pair_type(T, k)) {
@@ -1341,30 +1330,14 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
   return cudaGetLastError();
 }
 
-bool gemv_q8_takes_norm_tail(TensorType type, int64_t m, int64_t k, int64_t cols, bool quantized,
-                             int group) {
-  const bool pairs =
-      type == TensorType::Q4_K || type == TensorType::Q6_K || type == TensorType::Q8_0;
-  const bool row =
-      cols % 4 == 0 && cols / 4 <= kNormTailMaxQuads &&
-      (!quantized || (cols % 32 == 0 && (group == 32 || (group == 256 && cols % 256 == 0))));
-  const int64_t pair_count = (m + 1) / 2;
-  return m > 0 && pairs && pair_mode() != 0 && pair_type(type, k) && row &&
-         pair_warps(pair_count, type, true) == 1 && pair_wide_kernel(pair_count);
-}
-
 cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
-                    float* y, cudaStream_t stream, const NormTail& tail) {
+                    float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return cudaSuccess;
-  if (tail.counter != nullptr &&
-      (n != 1 || !gemv_q8_takes_norm_tail(type, m, k, tail.cols, tail.qs != nullptr, tail.group))) {
-    return cudaErrorInvalidValue;
-  }
   const Acts a = acts(xq, n, k);
   switch (type) {
-#define TERN_CASE(T)                                       \
-  case TensorType::T:                                      \
-    launch<TensorType::T>(w, m, k, a, n, y, stream, tail); \
+#define TERN_CASE(T)                                 \
+  case TensorType::T:                                \
+    launch<TensorType::T>(w, m, k, a, n, y, stream); \
     break;
     TERN_CASE(Q4_0)
     TERN_CASE(Q4_1)

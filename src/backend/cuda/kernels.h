@@ -72,32 +72,8 @@ int q8_group(TensorType type);
 // stays per 32.
 cudaError_t quantize_q8(const float* x, int64_t n, int64_t k, int group, void* xq,
                         cudaStream_t stream);
-// A decode row's residual add + RMSNorm (+ its 8-bit copy) that the last block of a one-token
-// product runs once every block has written its output (norm_row.cuh): sum = a + b (the
-// product's y is a or b), out = rms_norm(sum) * weight, and when qs is set out's 8-bit copy
-// (qs, qd, qsum: quantize_q8's layout, `group` values a scale). counter: a zero word, left zero.
-// Rows of up to 4 * kNormTailMaxQuads columns (the row kernel's one-step rows).
-constexpr int kNormTailMaxQuads = 1024;
-struct NormTail {
-  const float* a = nullptr;
-  const float* b = nullptr;
-  float* sum = nullptr;
-  const float* weight = nullptr;
-  float eps = 0.0f;
-  int64_t cols = 0;
-  float* out = nullptr;
-  int8_t* qs = nullptr;
-  float* qd = nullptr;
-  float* qsum = nullptr;
-  int group = 32;
-  uint32_t* counter = nullptr;  // nullptr: no tail
-};
-// Whether gemv_q8 of one token with these weights runs a launch that takes a NormTail of a row of
-// `cols` (the 128-register one-warp row-pair kernels: Q4_K and Q6_K products of ~2K-8K rows).
-bool gemv_q8_takes_norm_tail(TensorType type, int64_t m, int64_t k, int64_t cols, bool quantized,
-                             int group);
 cudaError_t gemv_q8(TensorType type, const void* w, int64_t m, int64_t k, const void* xq, int64_t n,
-                    float* y, cudaStream_t stream, const NormTail& tail = {});
+                    float* y, cudaStream_t stream);
 // gemv_mma.cu: products of 2 <= n <= 8 rows of 8-bit activations (quantize_q8's layout) with
 // Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K weights on the int8 tensor cores; Q4_K and Q6_K by
 // default, every type with TERN_CUDA_GEMV_MMA=1, none with =0 (gemv_mma_enabled).

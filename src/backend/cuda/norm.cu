@@ -26,7 +26,6 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/norm_rope.cuh"
-#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace tern::cuda {
@@ -52,6 +51,37 @@ __device__ __forceinline__ float block_sum(float v, float* partial) {
   const int warps = static_cast<int>((blockDim.x + 31) / 32);
   for (int w = 0; w < warps; ++w) total += partial[w];
   return total;
+}
+
+// The largest |value| of the 32-element block that 8 consecutive lanes hold (a float4 each).
+__device__ __forceinline__ float block_amax8(const float4& y) {
+  float amax = fmaxf(fmaxf(fabsf(y.x), fabsf(y.y)), fmaxf(fabsf(y.z), fabsf(y.w)));
+#pragma unroll
+  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  return amax;
+}
+
+// The 8-bit block of 32 elements held by 8 consecutive lanes, quantized with the scale of `amax`
+// (its own or its group's) as quantize_q8 does (integer sums do not depend on the order).
+__device__ __forceinline__ void quantize_float4(const float4& y, float amax, int64_t first,
+                                                bool valid, int8_t* qs, float* d_out,
+                                                float* s_out) {
+  const float d = amax / 127.0f;
+  const float id = amax == 0.0f ? 0.0f : 127.0f / amax;  // the CPU's arithmetic (quantize_q8.cu)
+  const int q0 = __float2int_rn(y.x * id), q1 = __float2int_rn(y.y * id);
+  const int q2 = __float2int_rn(y.z * id), q3 = __float2int_rn(y.w * id);
+  if (valid) {
+    *reinterpret_cast<uint32_t*>(qs + first) =
+        (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8) |
+        ((static_cast<uint32_t>(q2) & 0xFFu) << 16) | (static_cast<uint32_t>(q3) << 24);
+  }
+  int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+  for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (valid && (threadIdx.x & 7) == 0) {
+    d_out[first / 32] = d;
+    s_out[first / 32] = d * static_cast<float>(sum);
+  }
 }
 
 // out[r] = rms_norm(a[r] (+ b[r], written to sum_out)) * weight, and its 8-bit copy when kQuant.
