@@ -83,13 +83,14 @@ __global__ void __launch_bounds__(32 * kWarps)
   const auto* vc = static_cast<const __half*>(a.v_cache);
   // One tile's 16 K and V rows into stage `stage` (16-byte pieces; lanes take consecutive pieces
   // of a row, so a warp's loads cover whole rows). Rows past the split's end are zeros.
-  // The tile's block and offset are found with one division. A tile inside one block and the
+  // The tile's block and offset are found with one division. With one_block_tiles
+  // (TERN_CUDA_MMA_ONE_BLOCK_TILES=1, not yet run on a GPU) a tile inside one block and the
   // split (always, with blocks of 16 tokens and tiles that start at multiples of 16) takes one
-  // table read and rows a fixed stride apart: measured (2026-12-06, H100, decode after 16K
-  // keys, Nsight Compute) the general path's per-row table reads and 64-bit products were ~half
-  // of the main loop's 1,001 instructions a tile, and the kernel issue-latency-bound (7.6 warps
-  // a multiprocessor, 5.9 cycles an instruction). Otherwise (a tile straddling two blocks: a
-  // sliding window's start, or blocks of fewer than 16 tokens; the split's end) each row finds
+  // table read and rows a fixed stride apart. Why: measured (2026-12-06, H100, decode after 16K
+  // keys, Nsight Compute) the kernel is issue-latency-bound (7.6 warps a multiprocessor, 5.9
+  // cycles an instruction) and the general path's per-row table reads and 64-bit products are
+  // ~half of the main loop's 1,001 instructions a tile. Otherwise (a tile straddling two blocks:
+  // a sliding window's start, or blocks of fewer than 16 tokens; the split's end) each row finds
   // its block, dividing again past the first block's end.
   const auto block_size = static_cast<uint32_t>(a.block_size);
   const int64_t slot_halves = a.kv_heads * D;  // from one slot's row of a KV head to the next's
@@ -318,10 +319,11 @@ cudaError_t launch(const AttentionLaunch& a, int group, cudaStream_t stream) {
     const char* v = std::getenv("TERN_CUDA_MMA_EARLY");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  // TERN_CUDA_MMA_ONE_BLOCK_TILES=0: every tile's rows find their blocks one by one (A/B runs).
+  // TERN_CUDA_MMA_ONE_BLOCK_TILES=1: the one-block tile copies above. Off until it has run on a
+  // GPU (written 2026-12-06 after the session's device time ran out; SASS checked only).
   static const bool one_block_tiles = [] {
     const char* v = std::getenv("TERN_CUDA_MMA_ONE_BLOCK_TILES");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return v != nullptr && std::strcmp(v, "1") == 0;
   }();
   return launch_pdl_shared(decode_attention_mma_kernel<D, S>, grid, 32 * kWarps, bytes, stream, a,
                            group, chunks, late, early && a.early_keys, one_block_tiles);
