@@ -58,7 +58,7 @@ constexpr size_t shared_bytes() {
 template <int D, int S>
 __global__ void __launch_bounds__(32 * kWarps)
     decode_attention_mma_kernel(AttentionLaunch a, int group, int head_chunks, bool late_dependents,
-                                bool early, bool one_block_tiles) {
+                                bool early, bool one_block_tiles, bool split_chain) {
   // The kernels after this one may start (and prefetch their weights into L2) once each block
   // has done its keys (late_dependents, the default), or as soon as every block has started
   // (TERN_CUDA_ATTN_DEPENDENTS=early). This kernel leaves registers free, so early dependents
@@ -202,12 +202,27 @@ __global__ void __launch_bounds__(32 * kWarps)
 
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S^T: keys g, g + 8 x heads 2t, 2t + 1
     const uint32_t k_address = shared_address(sk + k_row * kRow + k_col);
+    if (split_chain) {
+      // Four independent accumulators (hi / lo halves x even / odd k steps): chains of D / 64
+      // mmas instead of one of D / 8, so the tensor pipe's latency overlaps.
+      float c[4][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t af[4];
-      ldmatrix_x4(af, k_address + 32 * kk);
-      mma_f16(s, af, qh[kk][0], qh[kk][1]);
-      mma_f16(s, af, ql[kk][0], ql[kk][1]);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t af[4];
+        ldmatrix_x4(af, k_address + 32 * kk);
+        mma_f16(c[kk & 1], af, qh[kk][0], qh[kk][1]);
+        mma_f16(c[2 + (kk & 1)], af, ql[kk][0], ql[kk][1]);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] = (c[0][e] + c[1][e]) + (c[2][e] + c[3][e]);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t af[4];
+        ldmatrix_x4(af, k_address + 32 * kk);
+        mma_f16(s, af, qh[kk][0], qh[kk][1]);
+        mma_f16(s, af, ql[kk][0], ql[kk][1]);
+      }
     }
     bool seen[2];
 #pragma unroll
@@ -325,8 +340,16 @@ cudaError_t launch(const AttentionLaunch& a, int group, cudaStream_t stream) {
     const char* v = std::getenv("TERN_CUDA_MMA_ONE_BLOCK_TILES");
     return v != nullptr && std::strcmp(v, "1") == 0;
   }();
+  // TERN_CUDA_MMA_SPLIT_CHAIN=1: S = K Q^T into four accumulators, not one chain of D / 8 mmas
+  // (Nsight Compute after 16K keys: "wait", fixed-latency dependencies, is the top stall at 2.13
+  // of 5.9 cycles an instruction). Off until measured.
+  static const bool split_chain = [] {
+    const char* v = std::getenv("TERN_CUDA_MMA_SPLIT_CHAIN");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
   return launch_pdl_shared(decode_attention_mma_kernel<D, S>, grid, 32 * kWarps, bytes, stream, a,
-                           group, chunks, late, early && a.early_keys, one_block_tiles);
+                           group, chunks, late, early && a.early_keys, one_block_tiles,
+                           split_chain);
 }
 
 }  // namespace

@@ -50,6 +50,7 @@
 // product's critical path (4 warps serially doing what the launch's 32 do at once).
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/gated_activation.cuh"
 #include "backend/cuda/kernels.h"
@@ -603,6 +604,40 @@ struct Pair<TensorType::Q6_K> {
   }
 };
 
+// Q8_0 block j (< 8) of a 272-byte superblock at sb (16-byte aligned: rows of k % 256 == 0 are
+// whole superblocks): its 34 bytes [34j, 34j + 34) lie in the 16-byte chunks 2j .. 2j + 2, at
+// byte 2j of them. Three 16-byte loads, then the words picked by j with selects (j differs
+// between lanes, so an indexed array would go to local memory). Why: words8's ten 2- and 4-byte
+// loads a row touch the same ~9 cache lines of the warp's 1,088 bytes ten times over; three
+// loads touch them three times.
+__device__ __forceinline__ void q8_0_block_wide(const uint8_t* sb, int j, uint32_t (&q)[8],
+                                                float& d) {
+  const int4* c = reinterpret_cast<const int4*>(sb) + 2 * j;
+  const int4 c0 = ldg16(c), c1 = ldg16(c + 1), c2 = ldg16(c + 2);
+  const uint32_t raw[12] = {static_cast<uint32_t>(c0.x), static_cast<uint32_t>(c0.y),
+                            static_cast<uint32_t>(c0.z), static_cast<uint32_t>(c0.w),
+                            static_cast<uint32_t>(c1.x), static_cast<uint32_t>(c1.y),
+                            static_cast<uint32_t>(c1.z), static_cast<uint32_t>(c1.w),
+                            static_cast<uint32_t>(c2.x), static_cast<uint32_t>(c2.y),
+                            static_cast<uint32_t>(c2.z), static_cast<uint32_t>(c2.w)};
+  // The scale: bytes 2j, 2j + 1 = half j & 1 of word j >> 1.
+  const uint32_t dw = j & 4 ? (j & 2 ? raw[3] : raw[2]) : (j & 2 ? raw[1] : raw[0]);
+  d = half_bits_to_float(static_cast<uint16_t>(dw >> (16 * (j & 1))));
+  // The quants start at byte 2j + 2: word wi = (j + 1) / 2 (0..4), shifted 16 bits when j + 1
+  // is odd. r[i] = raw[wi + i] in three select stages (wi = 4 needs no raw[12]: its shift is 0).
+  const int wi = (j + 1) >> 1;
+  const uint32_t shift = 16u * static_cast<uint32_t>((j + 1) & 1);
+  uint32_t t4[11], t2[10], r[9];
+#pragma unroll
+  for (int i = 0; i < 11; ++i) t4[i] = wi & 4 ? raw[i + 4 < 12 ? i + 4 : 11] : raw[i];
+#pragma unroll
+  for (int i = 0; i < 10; ++i) t2[i] = wi & 2 ? t4[i + 2 < 11 ? i + 2 : 10] : t4[i];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) r[i] = wi & 1 ? t2[i + 1] : t2[i];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = __funnelshift_r(r[i], r[i + 1], shift);
+}
+
 template <>
 struct Pair<TensorType::Q8_0> {
   static constexpr int kBytes = 34;
@@ -630,6 +665,34 @@ struct Pair<TensorType::Q8_0> {
     acc1 += res[1];
   }
 };
+
+// Q8_0 pairs with each block read by q8_0_block_wide (TERN_CUDA_GEMV_Q8_WIDE=1, four warps a
+// pair only; a kernel of its own, so the default kernels' registers stay as they were).
+struct PairQ8Wide {
+  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
+                             int lane, float& acc0, float& acc1) {
+    const int64_t blk = sb * 8 + (lane & 7);
+    const int4 x0 = ldg16(a.qs + blk * 32), x1 = ldg16(a.qs + blk * 32 + 16);
+    const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    const float xd = __ldg(a.d + blk);
+    float res[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      uint32_t w[8];
+      float d;
+      q8_0_block_wide((r == 0 ? r0 : r1) + sb * 8 * Pair<TensorType::Q8_0>::kBytes, lane & 7, w, d);
+      int dot = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dot = __dp4a(static_cast<int>(w[i]), xw[i], dot);
+      res[r] = d * xd * static_cast<float>(dot);
+    }
+    acc0 += res[0];
+    acc1 += res[1];
+  }
+};
+// The dot of a pair kernel: PairQ8Wide for the wide Q8_0 kernels.
+template <TensorType T, bool kWide>
+using PairDot = std::conditional_t<kWide, PairQ8Wide, Pair<T>>;
 
 constexpr int kPairWarps = 4;
 
@@ -712,7 +775,7 @@ int pair_warps(int64_t pairs, TensorType type, bool wide = false) {
 
 // t0, t1 = rows r0 and r1 . x, summed by the W warps of the pair (W = 1: the calling warp alone;
 // else through shared memory, so every thread of the block must call it).
-template <TensorType T, int W>
+template <TensorType T, int W, class Dot = Pair<T>>
 __device__ __forceinline__ void pair_rows(const uint8_t* r0, const uint8_t* r1, const Acts& a,
                                           float& t0, float& t1) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -721,7 +784,7 @@ __device__ __forceinline__ void pair_rows(const uint8_t* r0, const uint8_t* r1, 
   float acc0 = 0.0f, acc1 = 0.0f;
 #pragma unroll(W == 1 ? 4 : 2)
   for (int64_t sb = (sw * 32 + lane) / 8; sb < sbs; sb += W * 4)
-    Pair<T>::dot(r0, r1, sb, a, lane, acc0, acc1);
+    Dot::dot(r0, r1, sb, a, lane, acc0, acc1);
   acc0 = warp_total(acc0);
   acc1 = warp_total(acc1);
   if constexpr (W > 1) {
@@ -758,7 +821,7 @@ __device__ __forceinline__ void pair_prefetch(const uint8_t* r0, const uint8_t* 
 
 // Pairs past the end (the last block of W < 4) read row 0 and write nothing: every thread
 // reaches the shared-memory reduction.
-template <TensorType T, int W, int kMinBlocks = 0>
+template <TensorType T, int W, int kMinBlocks = 0, bool kWide = false>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_kernel(const uint8_t* w, int64_t m, size_t row_bytes, Acts a, float* y) {
   const int64_t want = pair_index<W>() * 2;
@@ -771,7 +834,7 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   pdl_launch_dependents();
   pdl_wait();
   float t0, t1;
-  pair_rows<T, W>(r0, r1, a, t0, t1);
+  pair_rows<T, W, PairDot<T, kWide>>(r0, r1, a, t0, t1);
   if (valid && pair_writer<W>()) {
     y[row0] = t0;
     if (row1 != row0) y[row1] = t1;
@@ -816,7 +879,7 @@ __device__ __forceinline__ void quantize_finished_group(const Q8Output& quant, c
 // The default for Q4_K since measured (2026-12-06, H100, Qwen3-8B Q4_K_M, `tern bench -p 512 -n
 // 128`, A B A B with llama-bench in the same call): decode 305.7 / 313.7 -> 312.5 / 315.9 tok/s,
 // GPU time 3,073 -> 3,033 us a step (+1.3%). TERN_CUDA_GEMV_GLU_REGS=0 takes ptxas's choice.
-template <TensorType T, int W, int kMinBlocks = 0>
+template <TensorType T, int W, int kMinBlocks = 0, bool kWide = false>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
                          Q8Output quant) {
@@ -830,7 +893,7 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   pdl_launch_dependents();
   pdl_wait();
   float g, u;
-  pair_rows<T, W>(r0, r1, a, g, u);
+  pair_rows<T, W, PairDot<T, kWide>>(r0, r1, a, g, u);
   if (valid && pair_writer<W>()) {
     gate.y[row] = g;
     up.y[row] = u;
@@ -844,7 +907,7 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
 
 // Several matrices (each Q4_K, Q6_K or Q8_0) against one x: blocks [ends[i-1], ends[i]) take
 // matrix i's row pairs (a block's pairs belong to one matrix; its type is uniform over it).
-template <int W, int kMinBlocks = 0>
+template <int W, int kMinBlocks = 0, bool kWide = false>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_multi_kernel(GemvQ8Multi g, Acts a) {
   const int64_t b = blockIdx.x;
@@ -869,7 +932,7 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
   } else if (mat.type == TensorType::Q6_K) {
     pair_rows<TensorType::Q6_K, W>(r0, r1, a, t0, t1);
   } else {
-    pair_rows<TensorType::Q8_0, W>(r0, r1, a, t0, t1);
+    pair_rows<TensorType::Q8_0, W, PairDot<TensorType::Q8_0, kWide>>(r0, r1, a, t0, t1);
   }
   if (valid && pair_writer<W>()) {
     mat.y[row0] = t0;
@@ -1142,13 +1205,25 @@ void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t*
   }
 }
 
+// TERN_CUDA_GEMV_Q8_WIDE=1: the Q8_0 pairs of four warps read their blocks with PairQ8Wide.
+bool q8_wide() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_Q8_WIDE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
 template <TensorType T, typename... Args>
 void launch_pair(int warps, int64_t pairs, cudaStream_t stream, Args... args) {
   const auto blocks = [&](int w) {
     const int64_t per = kPairWarps / w;
     return dim3(static_cast<unsigned>((pairs + per - 1) / per));
   };
-  if (warps == 1 && pair_wide_kernel(pairs)) {
+  if (T == TensorType::Q8_0 && warps == 4 && q8_wide()) {
+    (void)launch_pdl(gemv_pair_kernel<TensorType::Q8_0, 4, 0, true>, blocks(4), 32 * kPairWarps,
+                     stream, args...);
+  } else if (warps == 1 && pair_wide_kernel(pairs)) {
     (void)launch_pdl(gemv_pair_kernel<T, 1, 4>, blocks(1), 32 * kPairWarps, stream, args...);
   } else if (warps == 1) {
     (void)launch_pdl(gemv_pair_kernel<T, 1>, blocks(1), 32 * kPairWarps, stream, args...);
@@ -1265,7 +1340,8 @@ cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaS
         warps == 1
             ? (pair_wide_kernel(total) ? gemv_pair_multi_kernel<1, 4> : gemv_pair_multi_kernel<1>)
         : warps == 2 ? gemv_pair_multi_kernel<2>
-                     : gemv_pair_multi_kernel<4>;
+        : kind == TensorType::Q8_0 && q8_wide() ? gemv_pair_multi_kernel<4, 0, true>
+                                                 : gemv_pair_multi_kernel<4>;
     (void)launch_pdl(kernel, static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p,
                      acts(xq, 1, k));
     return cudaGetLastError();
@@ -1317,6 +1393,8 @@ cudaError_t gemv_q8_glu(const GemvQ8Matrix& gate, const GemvQ8Matrix& up, int64_
       kernel =
           pick(gemv_pair_glu_kernel<TensorType::Q6_K, 1>, gemv_pair_glu_kernel<TensorType::Q6_K, 2>,
                gemv_pair_glu_kernel<TensorType::Q6_K, 4>);
+    } else if (warps == 4 && q8_wide()) {
+      kernel = gemv_pair_glu_kernel<TensorType::Q8_0, 4, 0, true>;
     } else {
       kernel =
           pick(gemv_pair_glu_kernel<TensorType::Q8_0, 1>, gemv_pair_glu_kernel<TensorType::Q8_0, 2>,
