@@ -614,12 +614,11 @@ __device__ __forceinline__ void q8_0_block_wide(const uint8_t* sb, int j, uint32
                                                 float& d) {
   const int4* c = reinterpret_cast<const int4*>(sb) + 2 * j;
   const int4 c0 = ldg16(c), c1 = ldg16(c + 1), c2 = ldg16(c + 2);
-  const uint32_t raw[12] = {static_cast<uint32_t>(c0.x), static_cast<uint32_t>(c0.y),
-                            static_cast<uint32_t>(c0.z), static_cast<uint32_t>(c0.w),
-                            static_cast<uint32_t>(c1.x), static_cast<uint32_t>(c1.y),
-                            static_cast<uint32_t>(c1.z), static_cast<uint32_t>(c1.w),
-                            static_cast<uint32_t>(c2.x), static_cast<uint32_t>(c2.y),
-                            static_cast<uint32_t>(c2.z), static_cast<uint32_t>(c2.w)};
+  const uint32_t raw[12] = {
+      static_cast<uint32_t>(c0.x), static_cast<uint32_t>(c0.y), static_cast<uint32_t>(c0.z),
+      static_cast<uint32_t>(c0.w), static_cast<uint32_t>(c1.x), static_cast<uint32_t>(c1.y),
+      static_cast<uint32_t>(c1.z), static_cast<uint32_t>(c1.w), static_cast<uint32_t>(c2.x),
+      static_cast<uint32_t>(c2.y), static_cast<uint32_t>(c2.z), static_cast<uint32_t>(c2.w)};
   // The scale: bytes 2j, 2j + 1 = half j & 1 of word j >> 1.
   const uint32_t dw = j & 4 ? (j & 2 ? raw[3] : raw[2]) : (j & 2 ? raw[1] : raw[0]);
   d = half_bits_to_float(static_cast<uint16_t>(dw >> (16 * (j & 1))));
@@ -1339,9 +1338,9 @@ cudaError_t gemv_q8_multi(const GemvQ8Multi& g, int64_t k, const void* xq, cudaS
     auto* kernel =
         warps == 1
             ? (pair_wide_kernel(total) ? gemv_pair_multi_kernel<1, 4> : gemv_pair_multi_kernel<1>)
-        : warps == 2 ? gemv_pair_multi_kernel<2>
+        : warps == 2                            ? gemv_pair_multi_kernel<2>
         : kind == TensorType::Q8_0 && q8_wide() ? gemv_pair_multi_kernel<4, 0, true>
-                                                 : gemv_pair_multi_kernel<4>;
+                                                : gemv_pair_multi_kernel<4>;
     (void)launch_pdl(kernel, static_cast<unsigned>(blocks), 32 * kPairWarps, stream, p,
                      acts(xq, 1, k));
     return cudaGetLastError();
