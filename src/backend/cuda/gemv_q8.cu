@@ -626,11 +626,11 @@ __device__ __forceinline__ void q8_0_block_wide(const uint8_t* sb, int j, uint32
   // is odd. r[i] = raw[wi + i] in three select stages (wi = 4 needs no raw[12]: its shift is 0).
   const int wi = (j + 1) >> 1;
   const uint32_t shift = 16u * static_cast<uint32_t>((j + 1) & 1);
-  uint32_t t4[11], t2[10], r[9];
+  uint32_t t4[12], t2[10], r[9];
 #pragma unroll
-  for (int i = 0; i < 11; ++i) t4[i] = wi & 4 ? raw[i + 4 < 12 ? i + 4 : 11] : raw[i];
+  for (int i = 0; i < 12; ++i) t4[i] = wi & 4 ? raw[i + 4 < 12 ? i + 4 : 11] : raw[i];
 #pragma unroll
-  for (int i = 0; i < 10; ++i) t2[i] = wi & 2 ? t4[i + 2 < 11 ? i + 2 : 10] : t4[i];
+  for (int i = 0; i < 10; ++i) t2[i] = wi & 2 ? t4[i + 2] : t4[i];
 #pragma unroll
   for (int i = 0; i < 9; ++i) r[i] = wi & 1 ? t2[i + 1] : t2[i];
 #pragma unroll
