@@ -637,11 +637,13 @@ __device__ __forceinline__ void q8_0_block_wide(const uint8_t* sb, int j, uint32
   for (int i = 0; i < 8; ++i) q[i] = __funnelshift_r(r[i], r[i + 1], shift);
 }
 
-template <>
-struct Pair<TensorType::Q8_0> {
+// Q8_0 "superblock" sb: 8 blocks of 32 (256 weights, as for the K-quants); the lane takes block
+// sb * 8 + lane % 8 of both rows (34-byte blocks: 2-byte aligned). kWide
+// (TERN_CUDA_GEMV_Q8_WIDE=1, four warps a pair only, kernels of their own so the default ones
+// keep their registers): each block read by q8_0_block_wide; else as funnel-shifted words.
+template <bool kWide>
+struct PairQ8_0 {
   static constexpr int kBytes = 34;
-  // "Superblock" sb: 8 blocks of 32 (256 weights, as for the K-quants); the lane takes block
-  // sb * 8 + lane % 8 of both rows (34-byte blocks: 2-byte aligned, funnel-shifted words).
   __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
                              int lane, float& acc0, float& acc1) {
     const int64_t blk = sb * 8 + (lane & 7);
@@ -651,35 +653,16 @@ struct Pair<TensorType::Q8_0> {
     float res[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const uint8_t* b = (r == 0 ? r0 : r1) + blk * kBytes;
-      uint32_t w[8];
-      words8(b + 2, w);
-      const float d = half_bits_to_float(load_u16(b));
-      int dot = 0;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) dot = __dp4a(static_cast<int>(w[i]), xw[i], dot);
-      res[r] = d * xd * static_cast<float>(dot);
-    }
-    acc0 += res[0];
-    acc1 += res[1];
-  }
-};
-
-// Q8_0 pairs with each block read by q8_0_block_wide (TERN_CUDA_GEMV_Q8_WIDE=1, four warps a
-// pair only; a kernel of its own, so the default kernels' registers stay as they were).
-struct PairQ8Wide {
-  __device__ static void dot(const uint8_t* r0, const uint8_t* r1, int64_t sb, const Acts& a,
-                             int lane, float& acc0, float& acc1) {
-    const int64_t blk = sb * 8 + (lane & 7);
-    const int4 x0 = ldg16(a.qs + blk * 32), x1 = ldg16(a.qs + blk * 32 + 16);
-    const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-    const float xd = __ldg(a.d + blk);
-    float res[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
+      const uint8_t* row = r == 0 ? r0 : r1;
       uint32_t w[8];
       float d;
-      q8_0_block_wide((r == 0 ? r0 : r1) + sb * 8 * Pair<TensorType::Q8_0>::kBytes, lane & 7, w, d);
+      if constexpr (kWide) {
+        q8_0_block_wide(row + sb * 8 * kBytes, lane & 7, w, d);
+      } else {
+        const uint8_t* b = row + blk * kBytes;
+        words8(b + 2, w);
+        d = half_bits_to_float(load_u16(b));
+      }
       int dot = 0;
 #pragma unroll
       for (int i = 0; i < 8; ++i) dot = __dp4a(static_cast<int>(w[i]), xw[i], dot);
@@ -689,9 +672,11 @@ struct PairQ8Wide {
     acc1 += res[1];
   }
 };
-// The dot of a pair kernel: PairQ8Wide for the wide Q8_0 kernels.
+template <>
+struct Pair<TensorType::Q8_0> : PairQ8_0<false> {};
+// The dot of a pair kernel: the wide Q8_0 reads for the kWide kernels.
 template <TensorType T, bool kWide>
-using PairDot = std::conditional_t<kWide, PairQ8Wide, Pair<T>>;
+using PairDot = std::conditional_t<kWide, PairQ8_0<true>, Pair<T>>;
 
 constexpr int kPairWarps = 4;
 
