@@ -13,8 +13,8 @@
 # SHAPE_CONFIGS), cpu (the CPU backend's tests on this machine's AVX-512 CPU, and the GPU against
 # its AVX2 path), attn (decode attention kernels under ATTN_CONFIGS), decode16k (decode after
 # 16K tokens under ATTN_CONFIGS), pending (the default-off switches not yet run on a GPU:
-# their tests with the switches on, then A/B), attnab (this bundle's attention kernels against an earlier
-# build's, .gpu/tern-cuda-bench-REV.xz), stalls (ncu's full sections for the decode products:
+# their tests with the switches on, then A/B), attnab (this bundle's attention kernels against
+# an earlier build's, .gpu/tern-cuda-bench-REV.xz), stalls (ncu's full sections for the decode products:
 # memory-, latency- or issue-bound), steps (decode after 1K / 16K on every file under
 # STEP_CONFIGS), matrix (BENCHMARKS.md's prefill / decode table on every file
 # against llama-bench), greedy (REAL_MODELS on the GPU against the CPU, with the
