@@ -20,8 +20,8 @@
 // of the 4229 GB/s copy roofline; v2 19%); in the Qwen3-8B Q4_K_M decode step 3452 -> 2988 us.
 // 2026-12-05: on the H100 decode after 16K tokens was 0.97x llama.cpp (186.9 vs 192 tok/s): v4
 // at 2 blocks an SM (~200 registers a lane) leaves its loads exposed while it computes. Two
-// remedies measured (H100, 16K keys): TERN_CUDA_ATTN_PIPE=1 (the next pass's K/V rows loaded
-// before this pass's products) 56.7 -> 54.9 us, no gain in the decode step; two query heads a
+// remedies measured (H100, 16K keys): the next pass's K/V rows loaded before this pass's
+// products 56.7 -> 54.9 us, no gain in the decode step (removed 2026-12-07); two query heads a
 // block and 4 blocks an SM (v4_head_cap, now the default) 48.7 us, decode after 16K tokens
 // 1.03x llama.cpp. Both together: 72.8 us (the pipelined rows' registers undo the occupancy).
 #include <algorithm>
@@ -436,13 +436,13 @@ constexpr int kV4KeysPerPass = kWarps * (32 / kGroupLanes) * kKeysInFlight;
 // at 128 registers: heads of 128 with up to 2 query heads a block (the default), heads of 64 with
 // up to 4. (Without the bound ptxas gave the default shape 134 registers once the folded RoPE's
 // setup lived across the PDL wait: 3 blocks an SM.)
-template <int C, int G, bool kPipelined>
+template <int C, int G>
 constexpr int v4_min_blocks() {
-  return !kPipelined && ((C == 2 && G <= 2) || (C == 1 && G <= 4)) ? 4 : 0;
+  return (C == 2 && G <= 2) || (C == 1 && G <= 4) ? 4 : 0;
 }
 
-template <int C, int G, bool kPipelined>
-__global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G, kPipelined>()))
+template <int C, int G>
+__global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G>()))
     attention_v4_kernel(AttentionLaunch a, int group, int head_chunks) {
   pdl_launch_dependents();
 
@@ -500,9 +500,7 @@ __global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G, kPipelined>(
     }
   };
   // Warp-uniform trip count (the shuffles below need the whole warp); lanes past the split's end
-  // load nothing and give probability 0. kPipelined: the next pass's rows are loaded before this
-  // pass's products, so a warp keeps its loads in flight while it computes (2 blocks an SM at
-  // ~200 registers a lane leave few warps to hide the memory latency otherwise).
+  // load nothing and give probability 0.
   uint4 kr[kU][C], vr[kU][C];
   bool ok[kU];
   int64_t base = keys.begin + warp * (32 / kGroupLanes);
@@ -551,9 +549,6 @@ __global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G, kPipelined>(
     }
   }
   for (; base < keys.end; base += kV4KeysPerPass) {
-    uint4 kn[kU][C], vn[kU][C];
-    bool okn[kU];
-    if constexpr (kPipelined) load_pass(base + kV4KeysPerPass, kn, vn, okn);
     float s[kU][G];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -610,16 +605,7 @@ __global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G, kPipelined>(
       }
       m[g] = m_new;
     }
-    if constexpr (kPipelined) {
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        ok[u] = okn[u];
-#pragma unroll
-        for (int c = 0; c < C; ++c) kr[u][c] = kn[u][c], vr[u][c] = vn[u][c];
-      }
-    } else {
-      load_pass(base + kV4KeysPerPass, kr, vr, ok);
-    }
+    load_pass(base + kV4KeysPerPass, kr, vr, ok);
   }
   // The warp's four groups into one state (lanes 0-7 end up with it), then into shared memory.
 #pragma unroll
@@ -650,15 +636,6 @@ __global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G, kPipelined>(
   store_block_output<G, kHd, kWarps>(a, sm, sl, sacc, gcount, token, h0, split);
 }
 
-// TERN_CUDA_ATTN_PIPE=1: the v4 kernel that loads a pass ahead (A/B runs until measured).
-bool attention_pipelined() {
-  static const bool on = [] {
-    const char* v = std::getenv("TERN_CUDA_ATTN_PIPE");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return on;
-}
-
 // Query heads a v4 block holds: at most 2 (TERN_CUDA_ATTN_HEADS=1|2|4|8 for A/B runs). Fewer
 // heads, fewer registers (q and the output live in them), more blocks an SM; a group's K/V rows
 // are then read once per block of heads, the second time from L2. Measured 2026-12-05 (H100,
@@ -680,7 +657,7 @@ int v4_heads_per_block(int group, int c) {
   return group >= max_g ? max_g : group > 2 ? 4 : group;
 }
 
-template <int C, bool kPipelined>
+template <int C>
 bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
   constexpr int kMaxG = 8 / C;
   const int g = v4_heads_per_block(group, C);
@@ -690,34 +667,25 @@ bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
   const int t = 32 * kWarps;
   switch (g) {
     case 1:
-      (void)launch_pdl(attention_v4_kernel<C, 1, kPipelined>, grid, t, stream, a, group, chunks);
+      (void)launch_pdl(attention_v4_kernel<C, 1>, grid, t, stream, a, group, chunks);
       break;
     case 2:
-      (void)launch_pdl(attention_v4_kernel<C, 2, kPipelined>, grid, t, stream, a, group, chunks);
+      (void)launch_pdl(attention_v4_kernel<C, 2>, grid, t, stream, a, group, chunks);
       break;
     case 4:
       if constexpr (kMaxG >= 4) {
-        (void)launch_pdl(attention_v4_kernel<C, 4, kPipelined>, grid, t, stream, a, group, chunks);
+        (void)launch_pdl(attention_v4_kernel<C, 4>, grid, t, stream, a, group, chunks);
         break;
       }
       return false;
     default:
       if constexpr (kMaxG >= 8) {
-        (void)launch_pdl(attention_v4_kernel<C, 8, kPipelined>, grid, t, stream, a, group, chunks);
+        (void)launch_pdl(attention_v4_kernel<C, 8>, grid, t, stream, a, group, chunks);
         break;
       }
       return false;
   }
   return true;
-}
-
-template <int C>
-bool launch_v4(const AttentionLaunch& a, int group, cudaStream_t stream) {
-  // Head size 256 (C = 4) keeps one pass of rows: a second would not fit in the registers.
-  if constexpr (C <= 2) {
-    if (attention_pipelined()) return launch_v4<C, true>(a, group, stream);
-  }
-  return launch_v4<C, false>(a, group, stream);
 }
 
 // The splits' (output, max, sum) triples of one token's query heads merged: a block of
