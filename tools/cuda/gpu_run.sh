@@ -154,14 +154,6 @@ if [[ " $stages " == *" tests "* ]]; then
   echo "cuda_device_test FusedDecode with TERN_CUDA_ATTN=mma rc=$?" >>"$summary"
   grep -E "Failure|FAILED" "$OUT/ops-mma-fused.log" | head -10 >>"$summary"
   if [ -z "${TESTS_QUICK:-}" ]; then
-  # The F32/F16/BF16 row-pair variants (TERN_CUDA_FGEMV bits; gemv_float.cu): products and the
-  # fused gate/up + activation against the reference with each.
-  for v in ${FGEMV_VARIANTS:-5 15}; do
-    TERN_CUDA_FGEMV=$v timeout 120 $T/bin/cuda_device_test --gtest_filter='*Matmul*:*Fused*' \
-      >"$OUT/ops-fgemv$v.log" 2>&1
-    echo "cuda_device_test Matmul/Fused with TERN_CUDA_FGEMV=$v rc=$?" >>"$summary"
-    grep -E "Failure|FAILED" "$OUT/ops-fgemv$v.log" | head -10 >>"$summary"
-  done
   # The Q4_K gate/up pair with one warp a pair, at 128 registers (the default) and at ptxas's
   # choice (gemv_q8.cu's TERN_CUDA_GEMV_GLU_REGS=0), forced since the tests' shapes give four.
   # The other pairs (single matrices, q/k/v) with one warp a pair at 128 registers.
@@ -182,10 +174,6 @@ if [[ " $stages " == *" tests "* ]]; then
   TERN_CUDA_Q8_OUTPUT=attention timeout 200 $T/bin/cuda_forward_test \
     >"$OUT/forward-attention-quant.log" 2>&1
   echo "cuda_forward_test with TERN_CUDA_Q8_OUTPUT=attention rc=$?" >>"$summary"
-  # The row pairs' warps picked from the shape (the default is four for every shape).
-  TERN_CUDA_FPAIR_W=0 timeout 120 $T/bin/cuda_device_test --gtest_filter='*Float*:*Fused*' \
-    >"$OUT/ops-fpair-shape.log" 2>&1
-  echo "cuda_device_test Float/Fused with TERN_CUDA_FPAIR_W=0 rc=$?" >>"$summary"
   fi
   grep "fused decode ops" "$OUT/ops.log" >>"$summary"
   grep "^\[cuda-forward\]" "$OUT/forward.log" >>"$summary"

@@ -142,20 +142,20 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 }
 
 // Row pairs (n = 1, k % 8 == 0; 2026-12-04): two weight rows share each activation load (F32
-// activations are twice the bytes of 16-bit weights), W warps a pair (W = 1: the warp streams
-// both rows alone, U steps of 256 elements in flight; W = 2 or 4: the pair's warps split k and
-// add up in shared memory; four for every shape by default, fpair_warps), the pairs of all of a
-// launch's matrices in one grid. For a gated MLP the
-// pair is gate row r and up row r, and the kernel writes act(gate) * up as well.
-// Variants (TERN_CUDA_FGEMV, a bit mask, for A/B runs on the GPU; 0 = the 2026-12-04 kernel,
-// kDefaultFpairVariant below otherwise):
-//   1: weights loaded with ld.global.nc.L1::no_allocate.L2::256B (streamed past L1, which keeps
-//      x, with a 256-byte L2 fetch); 2: only the blocks of the first wave prefetch their rows
-//      into L2 before pdl_wait (later blocks would request every line twice); 4: runs of steps
-//      whose loads are all issued before the first product (4 steps for W = 1, 2 otherwise: 8
-//      or 4 16-byte loads a lane in flight); 8 (with 4): runs twice as long; 16: no L2
-//      prefetch at all. TERN_CUDA_FPAIR_W forces the warps a pair.
+// activations are twice the bytes of 16-bit weights), a block's four warps a pair (they split k
+// and add up in shared memory), the pairs of all of a launch's matrices in one grid. For a gated
+// MLP the pair is gate row r and up row r, and the kernel writes act(gate) * up as well. The
+// weights are streamed past L1 (ld.global.nc.L1::no_allocate.L2::256B: L1 keeps x) in runs of 4
+// steps whose 8 16-byte loads a lane are all issued before the first product, and nothing is
+// prefetched into L2 before the PDL wait.
+// Why this shape (2026-12-05, H200, Qwen3-8B BF16 decode step GPU time; the variants were
+// removed 2026-12-07): 6,195 us with the 2026-12-04 kernel (one step's loads at a time, __ldg,
+// whole rows prefetched into L2 before the wait), 6,072 streamed, 6,159 with runs, 5,759-5,807
+// with runs of twice the length and the prefetch left to the first wave's blocks, 4,969-4,971
+// without any prefetch; then four warps a pair for every shape 4,752 us, against 4,917 with one,
+// two or four picked from the number of rows and 4,843 with two.
 constexpr int kPairWarps = 4;
+constexpr int kPairRuns = 4;  // steps of 256 elements a warp whose loads go out together
 
 // The matrices of one launch (one for a lone product; q, k, v or gate, up fused), each
 // matrix's pairs a run of blocks: blocks [ends[i - 1], ends[i]) are matrix i's.
@@ -165,9 +165,8 @@ struct PairMats {
   float* y[kMaxGemvFloatMulti];
   int64_t ends[kMaxGemvFloatMulti];
   int count;
-  int glu;                  // GemvFloatMulti::glu: pair r = gate row r and up row r
-  float* out;               // act(gate) * up when glu
-  int64_t prefetch_blocks;  // blocks [0, prefetch_blocks) prefetch their rows before the wait
+  int glu;     // GemvFloatMulti::glu: pair r = gate row r and up row r
+  float* out;  // act(gate) * up when glu
 };
 
 static_assert(kMaxGemvFloatMulti == 3, "gemv_fpair_kernel picks among three matrices");
@@ -189,9 +188,10 @@ __device__ __forceinline__ void dot8_pair(const Raw8<T>& a, const Raw8<T>& b, co
   }
 }
 
-template <TensorType T, int W, bool Stream, int Runs>
+template <TensorType T>
 __global__ void __launch_bounds__(32 * kPairWarps)
     gemv_fpair_kernel(const PairMats mats, int64_t k, const float* x) {
+  constexpr int W = kPairWarps;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int sw = warp % W;
   constexpr int64_t kElem = T == TensorType::F32 ? 4 : 2;
@@ -223,41 +223,27 @@ __global__ void __launch_bounds__(32 * kPairWarps)
     row_a = static_cast<const char*>(w) + ra * k * kElem;
     row_b = static_cast<const char*>(w) + rb * k * kElem;
   }
-  if (valid && block < mats.prefetch_blocks) {
-    if (sw == 0) prefetch_l2(row_a, static_cast<size_t>(k * kElem), lane);
-    if (sw == (W > 1 ? 1 : 0) && row_b != row_a)
-      prefetch_l2(row_b, static_cast<size_t>(k * kElem), lane);
-  }
   pdl_launch_dependents();
   pdl_wait();
   float acc0 = 0.0f, acc1 = 0.0f;
   constexpr int64_t kStep = W * 256;  // elements a pair's warps cover per step
   int64_t e = (sw * 32 + lane) * 8;
-  if constexpr (Runs == 0) {
-    // The 2026-12-04 loop: the bound is checked every step, so the compiler issues one step's
-    // loads at a time.
-#pragma unroll(W == 1 ? 4 : 2)
-    for (; e < k; e += kStep) {
-      const Raw8<T> a = load_raw8<T, Stream>(row_a, e), b = load_raw8<T, Stream>(row_b, e);
-      dot8_pair<T>(a, b, x, e, acc0, acc1);
-    }
-  } else {
-    // Runs of `Runs` steps with every weight load of the run issued before the first product:
-    // 2 * Runs 16-byte loads a lane in flight; then the steps left over one at a time.
-    for (; e + (Runs - 1) * kStep < k; e += Runs * kStep) {
-      Raw8<T> a[Runs], b[Runs];
+  // Runs of kPairRuns steps with every weight load of the run issued before the first product:
+  // 2 * kPairRuns 16-byte loads a lane in flight; then the steps left over one at a time.
+  constexpr int Runs = kPairRuns;
+  for (; e + (Runs - 1) * kStep < k; e += Runs * kStep) {
+    Raw8<T> a[Runs], b[Runs];
 #pragma unroll
-      for (int r = 0; r < Runs; ++r) {
-        a[r] = load_raw8<T, Stream>(row_a, e + r * kStep);
-        b[r] = load_raw8<T, Stream>(row_b, e + r * kStep);
-      }
+    for (int r = 0; r < Runs; ++r) {
+      a[r] = load_raw8<T, true>(row_a, e + r * kStep);
+      b[r] = load_raw8<T, true>(row_b, e + r * kStep);
+    }
 #pragma unroll
-      for (int r = 0; r < Runs; ++r) dot8_pair<T>(a[r], b[r], x, e + r * kStep, acc0, acc1);
-    }
-    for (; e < k; e += kStep) {
-      const Raw8<T> a = load_raw8<T, Stream>(row_a, e), b = load_raw8<T, Stream>(row_b, e);
-      dot8_pair<T>(a, b, x, e, acc0, acc1);
-    }
+    for (int r = 0; r < Runs; ++r) dot8_pair<T>(a[r], b[r], x, e + r * kStep, acc0, acc1);
+  }
+  for (; e < k; e += kStep) {
+    const Raw8<T> a = load_raw8<T, true>(row_a, e), b = load_raw8<T, true>(row_b, e);
+    dot8_pair<T>(a, b, x, e, acc0, acc1);
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -295,116 +281,23 @@ bool fpair_enabled() {
   return on;
 }
 
-// The default (2026-12-05, H200, Qwen3-8B BF16 decode step GPU time): streamed loads, runs of
-// 8 (W = 1) or 4 steps of loads, no L2 prefetch: 6195 us with the 2026-12-04 kernel (0), 6072
-// streamed (1), 6159 with runs (4), 5759-5807 with all but the prefetch change (15), 4969-4971
-// without any prefetch (31; 29 is the same kernel).
-constexpr int kDefaultFpairVariant = 1 | 4 | 8 | 16;
-
-int fpair_variant() {
-  static const int bits = [] {
-    const char* v = std::getenv("TERN_CUDA_FGEMV");
-    return v == nullptr ? kDefaultFpairVariant : std::atoi(v) & 31;
-  }();
-  return bits;
-}
-
-int multiprocessors() {
-  static const int sms = [] {
-    int device = 0, n = 132;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 132;
-    }
-    return n;
-  }();
-  return sms;
-}
-
-int fpair_warps(int64_t pairs) {
-  // Four warps a pair for every shape (2026-12-05, H200, Qwen3-8B BF16 decode step with the
-  // default variant: GPU 4917 us with the warps picked from the shape as gemv_q8 does, 4752 with
-  // four everywhere, 4843 with two). TERN_CUDA_FPAIR_W=1, 2 or 4 forces a width, =0 picks it
-  // from the shape (A/B runs).
-  static const int forced = [] {
-    const char* v = std::getenv("TERN_CUDA_FPAIR_W");
-    const int w = v == nullptr ? kPairWarps : std::atoi(v);
-    return w == 1 || w == 2 || w == 4 ? w : 0;
-  }();
-  if (forced != 0) return forced;
-  const int64_t target = static_cast<int64_t>(multiprocessors()) * 32;
-  return pairs >= target ? 1 : 2 * pairs >= target ? 2 : kPairWarps;
-}
-
-// Blocks of the kernel that fit on the GPU at once: the first wave.
-template <TensorType T, int W, bool Stream, int Runs>
-int64_t first_wave_blocks() {
-  static const int64_t blocks = [] {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, gemv_fpair_kernel<T, W, Stream, Runs>, 32 * kPairWarps, 0) != cudaSuccess) {
-      (void)cudaGetLastError();
-      per_sm = 16;
-    }
-    return static_cast<int64_t>(per_sm) * multiprocessors();
-  }();
-  return blocks;
-}
-
-template <TensorType T, int W, bool Stream, int Runs>
-void launch_pair_kernel(PairMats mats, int64_t blocks, int64_t k, const float* x,
-                        cudaStream_t stream) {
-  mats.prefetch_blocks = fpair_variant() & 16  ? 0
-                         : fpair_variant() & 2 ? first_wave_blocks<T, W, Stream, Runs>()
-                                               : INT64_MAX;
-  (void)launch_pdl(gemv_fpair_kernel<T, W, Stream, Runs>, dim3(static_cast<unsigned>(blocks)),
-                   32 * kPairWarps, stream, mats, k, x);
-}
-
-template <TensorType T, int W, bool Stream>
-void launch_pair_runs(const PairMats& mats, int64_t blocks, int64_t k, const float* x,
-                      cudaStream_t stream) {
-  constexpr int kRuns = W == 1 ? 4 : 2;
-  const int v = fpair_variant();
-  if (!(v & 4)) return launch_pair_kernel<T, W, Stream, 0>(mats, blocks, k, x, stream);
-  if (v & 8) return launch_pair_kernel<T, W, Stream, 2 * kRuns>(mats, blocks, k, x, stream);
-  launch_pair_kernel<T, W, Stream, kRuns>(mats, blocks, k, x, stream);
-}
-
-template <TensorType T, int W>
-void launch_pair_variant(const PairMats& mats, int64_t blocks, int64_t k, const float* x,
-                         cudaStream_t stream) {
-  if (fpair_variant() & 1) return launch_pair_runs<T, W, true>(mats, blocks, k, x, stream);
-  launch_pair_runs<T, W, false>(mats, blocks, k, x, stream);
-}
-
-// Row pairs of every matrix in one launch; the warps a pair from all the launch's pairs.
+// Row pairs of every matrix in one launch, a block a pair.
 template <TensorType T>
 void launch_pairs(const GemvFloatMulti& g, int64_t k, const float* x, cudaStream_t stream) {
   PairMats mats{};
   mats.count = g.count;
   mats.glu = g.glu;
   mats.out = g.out;
-  int64_t pairs = 0;
-  if (g.glu != 0) {
-    pairs = g.m[0];
-  } else {
-    for (int i = 0; i < g.count; ++i) pairs += (g.m[i] + 1) / 2;
-  }
-  const int warps = fpair_warps(pairs);
-  const int64_t per = kPairWarps / warps;
   int64_t blocks = 0;
   for (int i = 0; i < g.count; ++i) {
     mats.w[i] = g.w[i];
     mats.m[i] = g.m[i];
     mats.y[i] = g.y[i];
-    if (g.glu == 0 || i == 0) blocks += ((g.glu != 0 ? g.m[i] : (g.m[i] + 1) / 2) + per - 1) / per;
+    if (g.glu == 0 || i == 0) blocks += g.glu != 0 ? g.m[i] : (g.m[i] + 1) / 2;
     mats.ends[i] = blocks;
   }
-  if (warps == 1) return launch_pair_variant<T, 1>(mats, blocks, k, x, stream);
-  if (warps == 2) return launch_pair_variant<T, 2>(mats, blocks, k, x, stream);
-  launch_pair_variant<T, kPairWarps>(mats, blocks, k, x, stream);
+  (void)launch_pdl(gemv_fpair_kernel<T>, dim3(static_cast<unsigned>(blocks)), 32 * kPairWarps,
+                   stream, mats, k, x);
 }
 
 template <TensorType T>
