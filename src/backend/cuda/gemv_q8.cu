@@ -1189,7 +1189,7 @@ void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t*
   }
 }
 
-// TERN_CUDA_GEMV_Q8_WIDE=1: the Q8_0 pairs of four warps read their blocks with PairQ8Wide.
+// TERN_CUDA_GEMV_Q8_WIDE=1: the Q8_0 pairs of four warps read their blocks with PairQ8_0<true>.
 bool q8_wide() {
   static const bool on = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_Q8_WIDE");
