@@ -14,11 +14,11 @@
 //     the B operand that the next product needs).
 // Precision: Q (scaled) and P are split into f16 high and low halves (x = hi + lo, ~22
 // significant bits) multiplied by the exact f16 keys and values with two mmas each, as in
-// attention_prefill.cu: the result keeps float precision (attention.cu and the CPU compute in
-// float).
+// attention_prefill.cu: the result keeps float precision (the CUDA-core kernels and the
+// CPU compute in float).
 // Reads: q once; every attended K and V row once per block (once per KV head when the group has
 // at most 8 heads). Writes: out [tokens, heads, head_dim], or the split partials for
-// attention.cu's combine kernel.
+// attention_combine.cu's kernel.
 // Measured (2026-12-05, H100, tern-cuda-bench --attention, one token, 32/8 heads of 128, F16,
 // in a graph; copy roofline 3,000 GB/s): with one wave of blocks (2 a multiprocessor) 4K keys
 // 16.6 us, 16K 37.1 us = 1,807 GB/s of K+V (60%), 32K 60.4 us (74%); v4 17.7 / 48.3 / 86.1 us.
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int64_t first = keys.begin + int64_t{kTileKeys} * warp;
   const int tiles = first < keys.end ? static_cast<int>((keys.end - first + step - 1) / step) : 0;
   // `early` (AttentionLaunch::early_keys, unless TERN_CUDA_MMA_EARLY=0): the first stages' tiles
-  // whose keys earlier steps stored are issued before the PDL wait (as attention.cu's v4 kernel
+  // whose keys earlier steps stored are issued before the PDL wait (as the v4 kernel
   // loads its first pass), the rest of the S - 1 after it, one commit group a stage in order.
   int issued = 0;
   if (early) {

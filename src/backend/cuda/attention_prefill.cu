@@ -6,9 +6,9 @@
 // the sliding window as the CUDA-core kernels apply them), then O += P V the same way.
 // Precision: the F32 query and probabilities are split into two f16 halves (x = hi + lo, ~22
 // significant bits) and multiplied by the exact f16 keys and values with two mmas each, so the
-// result keeps float precision (the CPU and attention.cu's kernels compute in float); f16 alone
-// would round the scores by ~1e-3.
-// Why: attention.cu's kernels take prefill one query token at a time, every key read again for
+// result keeps float precision (the CPU and the CUDA-core decode kernels compute in float); f16
+// alone would round the scores by ~1e-3.
+// Why: the CUDA-core decode kernels take prefill a query token at a time, every key read again for
 // each of them (from L2): prefill of 4,096 tokens ran at 0.49x llama.cpp (2026-12-04), the
 // attention being most of the gap.
 // Reads: q once; each key and value row once per 64 query tokens of each query head (GQA heads

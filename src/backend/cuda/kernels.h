@@ -201,7 +201,8 @@ cudaError_t store_kv(TensorType type, void* k_cache, void* v_cache, const float*
                      const int32_t* slots, int64_t n, int64_t kv_heads, int64_t head_dim,
                      cudaStream_t stream);
 
-// attention.cu: paged causal attention, split over the context (flash-decoding style).
+// attention.cu: paged causal attention, split over the context (flash-decoding style): the
+// dispatch over the decode kernels below.
 // The decode kernels attention() can take: v2 (any cache type), v4 (F16/BF16 caches, heads of 64,
 // 128 or 256), and the tensor-core one (attention_decode_mma.cu: F16 caches, those heads).
 enum class DecodeAttentionKernel : int32_t { kV2, kV4, kMma };
@@ -272,6 +273,17 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
 // writes the output); group 32: head_dim a multiple of 32 (each warp quantizes what it wrote);
 // group 256: heads dividing it and k = heads x head_dim a multiple of it.
 bool attention_output_quantizes(const AttentionLaunch& a, int group);
+// attention_decode_v2.cu: the decode kernel on the CUDA cores for every cache type and head size
+// (attention_supported), a lane a key; attention() takes it where the others cannot.
+int64_t decode_attention_v2_heads_per_block(int64_t group);
+void decode_attention_v2(const AttentionLaunch& a, cudaStream_t stream);
+// attention_decode_v4.cu: the decode kernel on the CUDA cores for F16/BF16 caches with heads of
+// 64, 128 or 256, 8 lanes a key. False (nothing launched) for a head count a block cannot take.
+int64_t decode_attention_v4_heads_per_block(int64_t group, int64_t head_dim);
+int64_t decode_attention_v4_split_keys();
+bool decode_attention_v4(const AttentionLaunch& a, cudaStream_t stream);
+// attention_combine.cu: the splits' partials merged into out (and out_q8).
+cudaError_t attention_combine(const AttentionLaunch& a, cudaStream_t stream);
 // attention_decode_mma.cu: the decode kernel on the tensor cores (F16 caches, heads of 64, 128 or
 // 256; token trees too), which attention() takes for long contexts; launches the split
 // kernel only (attention() merges the splits).

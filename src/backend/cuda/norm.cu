@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const int64_t quads = cols / 4;
   // The weights are no launch's output: read before the wait for the launch before, so that the
   // scaling after the row's sum waits on no memory (a decode step's norm is one block of 1,024
-  // threads: its time is its round trips). Measured with the split merge of attention.cu
+  // threads: its time is its round trips). Measured with the split merge of attention_combine.cu
   // (2026-12-06, H100, Qwen3-8B Q4_K_M decode, GPU time a step): 3,026 -> 2,937 us together, 3,036
   // -> 3,005 for the merge alone, so ~2% is this.
   float4 wv[STEPS];

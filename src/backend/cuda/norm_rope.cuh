@@ -1,7 +1,8 @@
 // One head row's RMS norm (Qwen3-style q/k norms) and RoPE by one warp: the arithmetic that
-// rms_norm_rope_kernel (norm.cu) runs and that the decode attention (attention.cu) runs when it
-// takes that launch's work over. Both call these functions, so their results agree bit for bit
-// with each other and with rms_norm followed by rope (the roundings that matter are pinned).
+// rms_norm_rope_kernel (norm.cu) runs and that the v4 decode attention (attention_decode_v4.cu)
+// runs when it takes that launch's work over. Both call these functions, so their results agree
+// bit for bit with each other and with rms_norm followed by rope (the roundings that matter are
+// pinned).
 // Reads: the row (head_dim floats), its norm weights, the position and the inverse frequencies;
 // writes the rotated row to the caller's registers (and the normed row to a warp's shared
 // memory slice, for the rotation's partners).
