@@ -1016,7 +1016,7 @@ INSTANTIATE_TEST_SUITE_P(
         PagedCase{16, 2, 128, TensorType::F16, {200, 0}, {150, 70}, 0, 30.0f},
         PagedCase{4, 4, 64, TensorType::F16, {33}, {129}, 100},
         PagedCase{8, 4, 256, TensorType::BF16, {50}, {20}, 0, 30.0f},
-        // (attention_prefill_wgmma.cu's 64-key tiles: heads of 64 over several key tiles without
+        // (attention_prefill_ws.cu's 64-key tiles: heads of 64 over several key tiles without
         // a window, heads of 128 with one.)
         PagedCase{8, 2, 64, TensorType::F16, {200}, {100}},
         PagedCase{8, 2, 128, TensorType::F16, {33}, {129}, 100},

@@ -338,22 +338,17 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   // (attention_prefill_ws.cu, where it runs: Hopper, even GQA groups; else 2), 12 that with Q in
   // shared memory, 13 that with single-f16 P, 2 the cp.async tiles with the low products' own
   // chains, 1 the plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a
-  // score fragment, 9 the one-warpgroup wgmma kernel (attention_prefill_wgmma.cu; Hopper only,
-  // else 2), 10 that with single-f16 Q (A/B runs; 0 is the CUDA-core kernels,
-  // cuda_device_attention.cpp).
+  // score fragment (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 15;
-    for (int known : {1, 2, 3, 7, 9, 10, 12, 13}) {
+    for (int known : {1, 2, 3, 7, 12, 13}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 15;
   }();
   if (variant >= 12 && prefill_attention_ws_supported(a)) {
     return prefill_attention_ws(a, tiles, tile_count, stream, variant != 13, variant == 15);
-  }
-  if ((variant == 9 || variant == 10) && prefill_attention_wgmma_supported(a)) {
-    return prefill_attention_wgmma(a, tiles, tile_count, stream, variant == 9);
   }
   const unsigned threads = 32 * kWarps;
   if (a.head_dim == 64) return launch_variant<64>(variant, grid, threads, stream, a, tiles);

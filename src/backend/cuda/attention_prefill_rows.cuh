@@ -1,5 +1,5 @@
 // attention_prefill_rows: what the two prefill attention kernels (attention_prefill.cu on
-// mma.sync, attention_prefill_wgmma.cu on wgmma) share: a block's 64 query rows of one sequence
+// mma.sync, attention_prefill_ws.cu on wgmma) share: a block's 64 query rows of one sequence
 // and one head, each lane's two rows (g and g + 8 of its warp's 16) with their positions and
 // windows, the Q fragments (f16, or split into high and low halves), the keys the block reads,
 // the online softmax over a tile's scores held in the m16n8 accumulator layout, and the writes.

@@ -3,9 +3,11 @@
 // two copy warps fill the key and value tiles, two math warpgroups only multiply and take the
 // softmax. A block takes 64 query tokens of one sequence and two query heads of one KV head (each
 // math warpgroup one head; both read the same key tiles), so GQA groups must be even.
-// Why: attention_prefill_wgmma.cu (one warpgroup doing its own copies, block barriers between
-// tiles) measured 1.02 ms against the mma.sync kernel's 0.83 for 512 tokens after 16K keys (H100,
-// 2026-12-06): its warps stalled on their copies and barriers, not on the tensor cores. After 16K
+// Why: a first wgmma kernel (one warpgroup doing its own copies, block barriers between tiles;
+// TERN_CUDA_ATTN_PREFILL=9 until 2026-12-07, in git history as attention_prefill_wgmma.cu)
+// measured 1.02 ms against the mma.sync kernel's 0.83 for 512 tokens after 16K keys (H100,
+// 2026-12-06): its warps stalled on their copies and barriers (Nsight Compute: long scoreboard
+// 2.69 and wait 2.03 cycles an issued instruction), not on the tensor cores. After 16K
 // tokens of context this attention is ~2/3 of a BF16 prefill, where llama.cpp is 1.3x faster.
 // Warps: 0-3 the math warpgroup of head 2 blockIdx.y, 4-7 of head 2 blockIdx.y + 1, 8 copies K
 // tiles, 9 V tiles (at heads of 128, 10 and 11 complete the copy warpgroup and leave). Each tile
@@ -14,8 +16,11 @@
 // reading the stage are done), so copies run a tile ahead and no warp waits for the whole block.
 // Shared memory: two K and two V stages of 64 keys (64 KB at heads of 128), and at heads of 64
 // each math warpgroup's Q (64 rows split into f16 high and low halves, written once); every tile
-// as wgmma's core matrices of 8 rows x 8 dims in 128 contiguous bytes, row groups fastest
-// (attention_prefill_wgmma.cu gives the strides). At heads of 128 Q's fragments stay in
+// as wgmma's core matrices of 8 rows x 8 dims in 128 contiguous bytes, row groups fastest: byte
+// (piece p = dim / 8, key r) = (p * 8 + r / 8) * 128 + (r % 8) * 16 of a 64-key tile. The
+// scores' B (K^T, K = dims) is K-major: core matrices 1,024 bytes apart along the dims, 128 along
+// the keys; the output's B (V, K = keys) is MN-major (transposed): 128 bytes apart along the
+// keys, 1,024 along the dims. At heads of 128 Q's fragments stay in
 // registers (kQRegs, below), S = Q K^T reading only K from shared memory; O += P V takes P from
 // registers (split like Q) and V transposed.
 // Precision: as attention_prefill.cu, Q and P split into two f16 halves, each product twice, so
@@ -338,7 +343,17 @@ cudaError_t launch(dim3 grid, cudaStream_t stream, const AttentionLaunch& a, con
 }  // namespace
 
 bool prefill_attention_ws_supported(const AttentionLaunch& a) {
-  return prefill_attention_wgmma_supported(a) && (a.heads / a.kv_heads) % 2 == 0;
+  // The sm_90a code runs on compute capability 9.0 only (later GPUs get the compute_90 PTX).
+  static const bool hopper = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      return false;
+    }
+    return major == 9 && minor == 0;
+  }();
+  return hopper && prefill_attention_supported(a) && (a.heads / a.kv_heads) % 2 == 0;
 }
 
 cudaError_t prefill_attention_ws(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,

@@ -298,13 +298,8 @@ cudaError_t decode_attention_mma(const AttentionLaunch& a, cudaStream_t stream);
 bool prefill_attention_supported(const AttentionLaunch& a);
 cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, int64_t tile_count,
                               cudaStream_t stream);
-// attention_prefill_wgmma.cu: the same products on Hopper's warpgroup instructions (compute
-// capability 9.0 only; the same tiles and launch arguments; split_q: Q as two f16 halves, else
-// one). prefill_attention takes it under TERN_CUDA_ATTN_PREFILL=9 (split Q) and 10 (single).
-bool prefill_attention_wgmma_supported(const AttentionLaunch& a);
-cudaError_t prefill_attention_wgmma(const AttentionLaunch& a, const int32_t* tiles,
-                                    int64_t tile_count, cudaStream_t stream, bool split_q);
-// attention_prefill_ws.cu: the same on Hopper with copy warps and two math warpgroups a block
+// attention_prefill_ws.cu: the same on Hopper's warpgroup products (compute capability 9.0 only;
+// the same tiles and launch arguments) with copy warps and two math warpgroups a block
 // (FlashAttention-3's structure; two query heads of a KV head a block, so even GQA groups only).
 // prefill_attention takes it where it can (split_p: P as two f16 halves; q_in_registers: Q's
 // fragments in registers at heads of 128, else in shared memory; the default both).
