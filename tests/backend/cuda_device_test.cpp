@@ -1011,7 +1011,7 @@ INSTANTIATE_TEST_SUITE_P(
         // long context split over many blocks; sliding window; soft-capping
         PagedCase{32, 8, 128, TensorType::F16, {5000}, {1}},
         PagedCase{8, 4, 64, TensorType::F16, {600, 0}, {3, 100}, 64},
-        // Prefill shapes for attention_prefill.cu (TERN_CUDA_ATTN_PREFILL=1): several 64-token
+        // Prefill shapes for attention_prefill.cu (TERN_CUDA_ATTN_PREFILL=2): several 64-token
         // tiles, partial tiles, soft-capping, a window, query heads = KV heads.
         PagedCase{16, 2, 128, TensorType::F16, {200, 0}, {150, 70}, 0, 30.0f},
         PagedCase{4, 4, 64, TensorType::F16, {33}, {129}, 100},

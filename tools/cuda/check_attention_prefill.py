@@ -5,7 +5,7 @@ P V mma.sync m16n8k16 products assembled from the lanes' registers under the PTX
 fragment layout, the online softmax with its quad shuffles, and the writes, and checks the result
 against float64 attention (causal, sliding window, soft-capping, grouped heads, several tiles and
 a partial one). A check of the kernel's index math for whoever edits it, not of the kernel (that
-is cuda_device_test's attention cases with TERN_CUDA_ATTN_PREFILL=1 on the GPU).
+is cuda_device_test's attention cases with TERN_CUDA_ATTN_PREFILL=2 on the GPU).
   .venv/bin/python tools/cuda/check_attention_prefill.py
 """
 import numpy as np
@@ -238,7 +238,8 @@ for D, heads, kv_heads, cached, fresh, window, softcap in (
     table, kc, vc, q = paged_case(rng, cached, fresh, heads, kv_heads, D, block_size)
     scale = 1.0 / np.sqrt(D)
     want = reference(q, kc, vc, table, block_size, kv_heads, 0, fresh, cached, window, softcap, scale)
-    # (async tiles, split-f16 Q and P): the plain tiles, the default, TERN_CUDA_ATTN_PREFILL=3
+    # (async tiles, split-f16 Q and P): the kernel's is (True, True); the plain tiles and single
+    # f16, variants the kernel had until 2026-12-07, stay here as cross-checks of the layouts
     for async_tiles, split in ((False, True), (True, True), (True, False)):
         got = kernel(q, kc, vc, table, block_size, kv_heads, 0, fresh, cached, window, softcap,
                      scale, D, async_tiles, split)

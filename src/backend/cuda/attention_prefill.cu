@@ -22,20 +22,20 @@
 // the prefill rate without context, i.e. ~2.3 ms a layer for 512 x 16,896 scores of 32 heads:
 // ~124 TFLOP/s of f16 products counting the split's doubling, ~13% of the H100's dense f16
 // peak): a block loads each key tile, waits, then computes.
-// The kAsync variant below (cp.async double buffering, ldmatrix fragments) is the default since
+// The cp.async tiles below (double buffering, ldmatrix fragments) are the kernel since
 // it was measured (2026-12-05, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128
 // after 16K keys: 2.39 -> 1.53 ms, 58 -> 91 TFLOP/s counting each product once (the split
 // doubles the mma work: ~182 TFLOP/s issued, ~18% of the dense f16 peak); `tern bench -d 1024
 // -d 16384 -p 512 -p 4096 -n 1`, Q4_K_M:
 // prefill after 16K tokens 4,439 / 4,208 -> 6,170 / 5,991 tok/s, after 1K 14,172 / 12,277 ->
-// 14,875 / 14,326). TERN_CUDA_ATTN_PREFILL=1 takes the plain tiles (A/B runs).
+// 14,875 / 14,326).
 // Since then: scores in log2 units (scale and log2 e folded into Q), no mask arithmetic on key
 // tiles every row of the block sees whole, no rescale of O when a tile moves no row's maximum
 // (predicted 1.53 -> ~1.3 ms; measured 2026-12-05 on an H200: 1.93 ms, the plain tiles slower by
 // the same factor, so no gain seen). Nsight Compute on that build (H200, a 2,048-token chunk):
 // issue slots 25% busy, tensor pipe 21%, two warps a scheduler, no eligible warp 71% of cycles,
 // ~930 instructions a warp a key tile of which 128 mmas: latency- and instruction-bound, not
-// mma-bound (single-f16 products, TERN_CUDA_ATTN_PREFILL=3, gained only 1.12x). The SASS
+// mma-bound (single-f16 products gained only 1.12x). The SASS
 // (cuobjdump from PyPI's nvidia-cuda-cuobjdump) showed where the rest went: per-score tests of
 // "whole tile" and soft-capping kept as 16 predicate bits in a register, and a tile copy loop with
 // a division and 64-bit products per 16-byte piece (~330 instructions). Now: one uniform branch
@@ -69,27 +69,25 @@ constexpr int kQueryTile = 16 * kWarps;  // query tokens a block
 static_assert(kQueryTile == kPrefillQueryTile, "the rows prefill_rows gives a block");
 constexpr int kKeyTile = 32;
 
-// kAsync (the default; TERN_CUDA_ATTN_PREFILL=1 the plain tiles): the key tiles are copied with
-// cp.async into two buffers, the next tile's copies in flight while the block multiplies the
-// current one (the plain kernel loads, waits, then computes), and the K and V fragments come from
-// shared memory through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of
-// 16 two-byte loads). The same products in the same order: the same results.
-// kSplit: Q and P as two f16 halves each (float precision, twice the mma work); without it, one
-// f16 each, as llama.cpp's flash attention does (TERN_CUDA_ATTN_PREFILL=3, for measurement only:
-// the numpy mirror puts its output 2.1-2.5e-4 rel rms from float64, the split one 1-2e-7; the
-// attention cases ask 1e-4 of the CPU). 168 registers (three blocks a multiprocessor) against
-// ~228. Measured (2026-12-05, H200, 512 tokens after 16K keys): 1.12x the split kernel
-// (predicted ~1.6x: the kernel is not bound by its mma work), 1.9e-4 from the CPU in the
-// attention cases. Splitting Q alone (single-f16 P) gave 1.08x and the same 1.9e-4; removed.
-// Neither is worth its precision.
-// kLowChain (the default; TERN_CUDA_ATTN_PREFILL=7 without it, for A/B runs): the split's
-// low-half products of the scores accumulate apart from the high ones (8 independent mma chains
-// of 8 a tile instead of 4 of 16; Nsight Compute put a third of the stalls on such fixed-latency
-// dependencies), added once at the end: the same products, the sum in another order. Measured
-// (2026-12-06, H200, tern-cuda-bench --attention, 512 tokens after 16K keys, A B A B): 0.881 /
-// 0.882 -> 0.844 / 0.844 ms (1.04x).
-// kStages (kAsync): key tiles in flight, the one in use included. Two: four measured slower
-// (same call: 0.942 / 0.942 ms), so the warps do not wait on the tile copies.
+// The key tiles are copied with cp.async into two buffers, the next tile's copies in flight
+// while the block multiplies the current one, and the K and V fragments come from shared memory
+// through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of 16 two-byte
+// loads). (The plain tiles before it, loads then a wait then the products, measured slower as
+// above.)
+// Q and P are two f16 halves each (float precision, twice the mma work). With one f16 each, as
+// llama.cpp's flash attention does, the numpy mirror put the output 2.1-2.5e-4 rel rms from
+// float64 (the split one 1-2e-7; the attention cases ask 1e-4 of the CPU) for 1.12x the speed
+// (2026-12-05, H200, 512 tokens after 16K keys; predicted ~1.6x: the kernel is not bound by its
+// mma work); splitting Q alone gave 1.08x. Neither was worth its precision.
+// The split's low-half products of the scores accumulate apart from the high ones (8 independent
+// mma chains of 8 a tile instead of 4 of 16; Nsight Compute put a third of the stalls on such
+// fixed-latency dependencies), added once at the end: the same products, the sum in another
+// order. Measured (2026-12-06, H200, tern-cuda-bench --attention, 512 tokens after 16K keys, A B
+// A B): 0.881 / 0.882 -> 0.844 / 0.844 ms (1.04x).
+// (The three variants, plain tiles, single f16, one chain, were TERN_CUDA_ATTN_PREFILL=1, 3 and 7
+// until 2026-12-07; in git history.)
+// kStages: key tiles in flight, the one in use included. Two: four measured slower (same call:
+// 0.942 / 0.942 ms), so the warps do not wait on the tile copies.
 // Tried and removed (2026-12-06, H100, tern-cuda-bench --attention, A B A B): the Q fragments in
 // shared memory (16-byte loads a k step, k steps outer) for 166 registers and three blocks a
 // multiprocessor instead of two: 512 tokens after 16K keys 0.869 / 0.871 -> 0.978 / 0.979 ms,
@@ -97,17 +95,17 @@ constexpr int kKeyTile = 32;
 // Shared memory (dynamic, prefill_shared_bytes): kStages K tiles, then kStages V tiles.
 constexpr int kStages = 2;
 static_assert(kStages >= 2, "a tile in flight while one is used");
-template <int D, bool kAsync>
+template <int D>
 constexpr size_t prefill_shared_bytes() {
-  return size_t{2} * (kAsync ? kStages : 1) * kKeyTile * (D + 8) * sizeof(__half);
+  return size_t{2} * kStages * kKeyTile * (D + 8) * sizeof(__half);
 }
-template <int D, bool kAsync, bool kSplit = true, bool kLowChain = false>
-__global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
+template <int D>
+__global__ void __launch_bounds__(32 * kWarps)
     prefill_attention_kernel(AttentionLaunch a, const int32_t* tiles) {
   // Rows padded by 8 halves: a B fragment's 8 rows x 4 words fall in 32 different banks, and
   // the 8 rows an ldmatrix reads in 8 different groups of 4.
   constexpr int kStride = D + 8;
-  constexpr int kBuffers = kAsync ? kStages : 1;
+  constexpr int kBuffers = kStages;
   extern __shared__ __align__(16) unsigned char prefill_shared[];
   __half* const sk_base = reinterpret_cast<__half*>(prefill_shared);
   __half* const sv_base = sk_base + kBuffers * kKeyTile * kStride;
@@ -118,16 +116,16 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
   const PrefillRows r = prefill_rows(a, tiles, warp, g);
   const int64_t kvh = r.kvh, keys_end = r.keys_end;
   const int32_t* table = r.table;
-  // Q fragments (f16 high and low halves with kSplit): [k step][a0..a3].
-  uint32_t qh[D / 16][4], ql[kSplit ? D / 16 : 1][4];
-  load_q_fragments<D, kSplit>(a, r, t, qh, ql);
+  // Q fragments (f16 high and low halves): [k step][a0..a3].
+  uint32_t qh[D / 16][4], ql[D / 16][4];
+  load_q_fragments<D, true>(a, r, t, qh, ql);
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const auto* kc = static_cast<const __half*>(a.k_cache);
   const auto* vc = static_cast<const __half*>(a.v_cache);
   constexpr int kPieces = D / 8;  // 16-byte pieces a row
-  // kAsync: the copies of the tile at k0 into buffer `buffer` (zeros past the end), one group.
+  // The copies of the tile at k0 into buffer `buffer` (zeros past the end), one group.
   // One block-table lookup a lane (lane l finds key k0 + l's row; a tile is 32 keys), the rows
   // then taken by shuffle. A thread copies the same 16-byte piece of kKeyTile / kRowsAPass rows
   // kRowsAPass apart, so its shared-memory addresses are fixed offsets from one base: the loop
@@ -159,49 +157,29 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     cp_async_commit();
   };
   const int64_t k_first = r.keys_begin / kKeyTile * kKeyTile;
-  if constexpr (kAsync) {
 #pragma unroll
-    for (int b = 0; b < kBuffers - 1; ++b) {
-      if (k_first + b * kKeyTile < keys_end) {
-        issue_tile(k_first + b * kKeyTile, b);
-      } else {
-        cp_async_commit();  // an empty group: the waits below count the same
-      }
+  for (int b = 0; b < kBuffers - 1; ++b) {
+    if (k_first + b * kKeyTile < keys_end) {
+      issue_tile(k_first + b * kKeyTile, b);
+    } else {
+      cp_async_commit();  // an empty group: the waits below count the same
     }
   }
   int tile = 0;
   for (int64_t k0 = k_first; k0 < keys_end; k0 += kKeyTile, ++tile) {
-    const int buffer = kAsync ? tile % kBuffers : 0;
+    const int buffer = tile % kBuffers;
     const __half* sk = sk_all(buffer);
     const __half* sv = sv_all(buffer);
-    if constexpr (kAsync) {
-      // The tile kBuffers - 1 ahead goes into the buffer the previous iteration used (every
-      // thread is past it: the barrier at the loop's end).
-      const int64_t ahead = k0 + (kBuffers - 1) * kKeyTile;
-      if (ahead < keys_end) {
-        issue_tile(ahead, (tile + kBuffers - 1) % kBuffers);
-      } else {
-        cp_async_commit();  // an empty group: the wait below counts the same
-      }
-      cp_async_wait<kBuffers - 1>();  // this tile's group is complete
-      __syncthreads();
+    // The tile kBuffers - 1 ahead goes into the buffer the previous iteration used (every
+    // thread is past it: the barrier at the loop's end).
+    const int64_t ahead = k0 + (kBuffers - 1) * kKeyTile;
+    if (ahead < keys_end) {
+      issue_tile(ahead, (tile + kBuffers - 1) % kBuffers);
+    } else {
+      cp_async_commit();  // an empty group: the wait below counts the same
     }
-    // Gather the tile's K and V rows (16-byte pieces; zeros past the end).
-    for (int p = static_cast<int>(threadIdx.x); !kAsync && p < kKeyTile * kPieces;
-         p += 32 * kWarps) {
-      const int r = p / kPieces, piece = p % kPieces;
-      const int64_t pos = k0 + r;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (pos < keys_end) {
-        const int64_t slot = key_slot(table, pos, a.block_size);
-        const int64_t row = slot * a.kv_heads + kvh;
-        kv = *reinterpret_cast<const uint4*>(kc + row * D + piece * 8);
-        vv = *reinterpret_cast<const uint4*>(vc + row * D + piece * 8);
-      }
-      *reinterpret_cast<uint4*>(sk_all(0) + r * kStride + piece * 8) = kv;
-      *reinterpret_cast<uint4*>(sv_all(0) + r * kStride + piece * 8) = vv;
-    }
-    if constexpr (!kAsync) __syncthreads();
+    cp_async_wait<kBuffers - 1>();  // this tile's group is complete
+    __syncthreads();
 
     // S = Q K^T for the tile's 4 fragments of 8 keys.
     float s[kKeyTile / 8][4];
@@ -209,35 +187,21 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
     for (int j = 0; j < kKeyTile / 8; ++j) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) s[j][c] = 0.0f;
-      if constexpr (kAsync) {
-        // Keys 8j.. (rows), dims 16kk.. and 16kk + 8.. for two k steps: b0, b1 of kk, kk + 1.
-        const uint32_t k_address =
-            shared_address(sk + (8 * j + (lane & 7)) * kStride + 8 * (lane >> 3));
-        float s_low[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        float(&low)[4] = kLowChain ? s_low : s[j];
+      // Keys 8j.. (rows), dims 16kk.. and 16kk + 8.. for two k steps: b0, b1 of kk, kk + 1.
+      const uint32_t k_address =
+          shared_address(sk + (8 * j + (lane & 7)) * kStride + 8 * (lane >> 3));
+      float s_low[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk += 2) {
-          uint32_t b[4];
-          ldmatrix_x4(b, k_address + 32 * kk);
-          mma_f16(s[j], qh[kk], b[0], b[1]);
-          if constexpr (kSplit) mma_f16(low, ql[kk], b[0], b[1]);
-          mma_f16(s[j], qh[kk + 1], b[2], b[3]);
-          if constexpr (kSplit) mma_f16(low, ql[kk + 1], b[2], b[3]);
-        }
-        if constexpr (kLowChain) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) s[j][c] += s_low[c];
-        }
-      } else {
-        const __half* krow = sk + (8 * j + g) * kStride;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 2 * t);
-          const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 8 + 2 * t);
-          mma_f16(s[j], qh[kk], b0, b1);
-          mma_f16(s[j], ql[kk], b0, b1);
-        }
+      for (int kk = 0; kk < D / 16; kk += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, k_address + 32 * kk);
+        mma_f16(s[j], qh[kk], b[0], b[1]);
+        mma_f16(s_low, ql[kk], b[0], b[1]);
+        mma_f16(s[j], qh[kk + 1], b[2], b[3]);
+        mma_f16(s_low, ql[kk + 1], b[2], b[3]);
       }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[j][c] += s_low[c];
     }
     float corr[2];
     online_softmax<kKeyTile>(r, k0, t, &s[0][0], m, l, corr);
@@ -257,31 +221,18 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
       split2(s[2 * ks][2], s[2 * ks][3], ph[1], pl[1]);
       split2(s[2 * ks + 1][0], s[2 * ks + 1][1], ph[2], pl[2]);
       split2(s[2 * ks + 1][2], s[2 * ks + 1][3], ph[3], pl[3]);
-      if constexpr (kAsync) {
-        // Transposed pieces: keys 16ks.. and 16ks + 8.. (rows) of dims 8d.. and 8(d + 1)..:
-        // b0, b1 of d, then of d + 1.
-        const uint32_t v_address = shared_address(
-            sv + (16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1)) * kStride + 8 * (lane >> 4));
+      // Transposed pieces: keys 16ks.. and 16ks + 8.. (rows) of dims 8d.. and 8(d + 1)..:
+      // b0, b1 of d, then of d + 1.
+      const uint32_t v_address = shared_address(
+          sv + (16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1)) * kStride + 8 * (lane >> 4));
 #pragma unroll
-        for (int d = 0; d < D / 8; d += 2) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, v_address + 16 * d);
-          mma_f16(o[d], ph, b[0], b[1]);
-          if constexpr (kSplit) mma_f16(o[d], pl, b[0], b[1]);
-          mma_f16(o[d + 1], ph, b[2], b[3]);
-          if constexpr (kSplit) mma_f16(o[d + 1], pl, b[2], b[3]);
-        }
-      } else {
-        const __half* v0 = sv + (16 * ks + 2 * t) * kStride;
-        const __half* v8 = sv + (16 * ks + 8 + 2 * t) * kStride;
-#pragma unroll
-        for (int d = 0; d < D / 8; ++d) {
-          const int col = 8 * d + g;
-          const uint32_t b0 = pack_half2(v0[col], v0[kStride + col]);
-          const uint32_t b1 = pack_half2(v8[col], v8[kStride + col]);
-          mma_f16(o[d], ph, b0, b1);
-          mma_f16(o[d], pl, b0, b1);
-        }
+      for (int d = 0; d < D / 8; d += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, v_address + 16 * d);
+        mma_f16(o[d], ph, b[0], b[1]);
+        mma_f16(o[d], pl, b[0], b[1]);
+        mma_f16(o[d + 1], ph, b[2], b[3]);
+        mma_f16(o[d + 1], pl, b[2], b[3]);
       }
     }
     __syncthreads();
@@ -290,14 +241,14 @@ __global__ void __launch_bounds__(32 * kWarps, kSplit ? 0 : 3)
   store_prefill_rows<D>(a, r, t, &o[0][0], l);
 }
 
-// Launches one kernel variant with its dynamic shared memory (raising the kernel's limit past
-// the default 48 KB where a variant needs it: on every launch, since the limit belongs to the
-// current device's context and a host call costs nothing next to the kernel).
-template <int D, bool kAsync, bool kSplit, bool kLowChain>
+// Launches the kernel with its dynamic shared memory (raising the kernel's limit past the
+// default 48 KB where it needs it: on every launch, since the limit belongs to the current
+// device's context and a host call costs nothing next to the kernel).
+template <int D>
 cudaError_t launch_prefill(dim3 grid, unsigned threads, cudaStream_t stream,
                            const AttentionLaunch& a, const int32_t* tiles) {
-  auto* kernel = prefill_attention_kernel<D, kAsync, kSplit, kLowChain>;
-  constexpr size_t bytes = prefill_shared_bytes<D, kAsync>();
+  auto* kernel = prefill_attention_kernel<D>;
+  constexpr size_t bytes = prefill_shared_bytes<D>();
   if constexpr (bytes > 48 * 1024) {
     const cudaError_t raised = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
@@ -305,21 +256,6 @@ cudaError_t launch_prefill(dim3 grid, unsigned threads, cudaStream_t stream,
   }
   kernel<<<grid, threads, bytes, stream>>>(a, tiles);
   return cudaGetLastError();
-}
-
-template <int D>
-cudaError_t launch_variant(int variant, dim3 grid, unsigned threads, cudaStream_t stream,
-                           const AttentionLaunch& a, const int32_t* tiles) {
-  switch (variant) {
-    case 1:
-      return launch_prefill<D, false, true, false>(grid, threads, stream, a, tiles);
-    case 3:
-      return launch_prefill<D, true, false, false>(grid, threads, stream, a, tiles);
-    case 7:
-      return launch_prefill<D, true, true, false>(grid, threads, stream, a, tiles);
-    default:
-      return launch_prefill<D, true, true, true>(grid, threads, stream, a, tiles);
-  }
 }
 
 }  // namespace
@@ -335,14 +271,13 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
   if (!prefill_attention_supported(a) || a.heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(a.heads));
   // TERN_CUDA_ATTN_PREFILL: unset the warp-specialized wgmma kernel with Q in registers
-  // (attention_prefill_ws.cu, where it runs: Hopper, even GQA groups; else 2), 12 that with Q in
-  // shared memory, 13 that with single-f16 P, 2 the cp.async tiles with the low products' own
-  // chains, 1 the plain tiles, 3 the cp.async tiles with single-f16 Q and P, 7 with one chain a
-  // score fragment (A/B runs; 0 is the CUDA-core kernels, cuda_device_attention.cpp).
+  // (attention_prefill_ws.cu, where it runs: Hopper, even GQA groups; else this file's), 12 that
+  // with Q in shared memory, 13 that with single-f16 P, 2 this file's kernel (A/B runs; 0 is the
+  // CUDA-core kernels, cuda_device_attention.cpp).
   static const int variant = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_PREFILL");
     if (v == nullptr) return 15;
-    for (int known : {1, 2, 3, 7, 12, 13}) {
+    for (int known : {2, 12, 13}) {
       if (std::strcmp(v, std::to_string(known).c_str()) == 0) return known;
     }
     return 15;
@@ -351,8 +286,8 @@ cudaError_t prefill_attention(const AttentionLaunch& a, const int32_t* tiles, in
     return prefill_attention_ws(a, tiles, tile_count, stream, variant != 13, variant == 15);
   }
   const unsigned threads = 32 * kWarps;
-  if (a.head_dim == 64) return launch_variant<64>(variant, grid, threads, stream, a, tiles);
-  return launch_variant<128>(variant, grid, threads, stream, a, tiles);
+  if (a.head_dim == 64) return launch_prefill<64>(grid, threads, stream, a, tiles);
+  return launch_prefill<128>(grid, threads, stream, a, tiles);
 }
 
 }  // namespace tern::cuda
