@@ -8,11 +8,19 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/norm_rope.cuh"
+#include "backend/cuda/quant_device.cuh"
 
 namespace tern::cuda {
 
 // What a decode-attention block takes (grid x: token x KV head x chunk of its query heads, y: the
 // context split): its token, KV head, first query head and how many of its G heads are real.
+// The two F16 or BF16 values of a little-endian 32-bit word (the lower-addressed first).
+__device__ __forceinline__ void unpack_pair(uint32_t w, bool f16, float& first, float& second) {
+  first = f16 ? half_bits_to_float(static_cast<uint16_t>(w & 0xFFFF)) : __uint_as_float(w << 16);
+  second =
+      f16 ? half_bits_to_float(static_cast<uint16_t>(w >> 16)) : __uint_as_float(w & 0xFFFF0000u);
+}
+
 struct BlockHeads {
   int64_t token, kv_head, first_head;
   int count;

@@ -43,12 +43,7 @@ __device__ __forceinline__ void load_row(TensorType type, const void* cache, int
         const uint4 q = *reinterpret_cast<const uint4*>(p + 8 * c);
         const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          v[8 * c + 2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
-                                 : __uint_as_float(w[i] << 16);
-          v[8 * c + 2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
-                                     : __uint_as_float(w[i] & 0xFFFF0000u);
-        }
+        for (int i = 0; i < 4; ++i) unpack_pair(w[i], f16, v[8 * c + 2 * i], v[8 * c + 2 * i + 1]);
       }
     } else if constexpr (N % 4 == 0) {  // a lane's dims of a value row: 8-byte loads
 #pragma unroll
@@ -56,12 +51,7 @@ __device__ __forceinline__ void load_row(TensorType type, const void* cache, int
         const uint2 q = *reinterpret_cast<const uint2*>(p + 4 * c);
         const uint32_t w[2] = {q.x, q.y};
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          v[4 * c + 2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
-                                 : __uint_as_float(w[i] << 16);
-          v[4 * c + 2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
-                                     : __uint_as_float(w[i] & 0xFFFF0000u);
-        }
+        for (int i = 0; i < 2; ++i) unpack_pair(w[i], f16, v[4 * c + 2 * i], v[4 * c + 2 * i + 1]);
       }
     } else {
 #pragma unroll

@@ -30,12 +30,7 @@ constexpr int kWarps = 4;
 __device__ __forceinline__ void unpack8(const uint4& q, bool f16, float (&v)[8]) {
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] & 0xFFFF))
-                   : __uint_as_float(w[i] << 16);
-    v[2 * i + 1] = f16 ? half_bits_to_float(static_cast<uint16_t>(w[i] >> 16))
-                       : __uint_as_float(w[i] & 0xFFFF0000u);
-  }
+  for (int i = 0; i < 4; ++i) unpack_pair(w[i], f16, v[2 * i], v[2 * i + 1]);
 }
 
 // v4 (2026-12-04): 8 lanes a key. v2 is latency-bound (Nsight Compute: 4 warps an SM, no eligible
