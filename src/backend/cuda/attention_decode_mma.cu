@@ -58,7 +58,7 @@ constexpr size_t shared_bytes() {
 template <int D, int S>
 __global__ void __launch_bounds__(32 * kWarps)
     decode_attention_mma_kernel(AttentionLaunch a, int group, int head_chunks, bool late_dependents,
-                                bool early, bool one_block_tiles, bool split_chain) {
+                                bool early) {
   // The kernels after this one may start (and prefetch their weights into L2) once each block
   // has done its keys (late_dependents, the default), or as soon as every block has started
   // (TERN_CUDA_ATTN_DEPENDENTS=early). This kernel leaves registers free, so early dependents
@@ -83,41 +83,25 @@ __global__ void __launch_bounds__(32 * kWarps)
   const auto* vc = static_cast<const __half*>(a.v_cache);
   // One tile's 16 K and V rows into stage `stage` (16-byte pieces; lanes take consecutive pieces
   // of a row, so a warp's loads cover whole rows). Rows past the split's end are zeros.
-  // The tile's block and offset are found with one division. With one_block_tiles
-  // (TERN_CUDA_MMA_ONE_BLOCK_TILES=1, not yet run on a GPU) a tile inside one block and the
-  // split (always, with blocks of 16 tokens and tiles that start at multiples of 16) takes one
-  // table read and rows a fixed stride apart. Why: measured (2026-12-06, H100, decode after 16K
-  // keys, Nsight Compute) the kernel is issue-latency-bound (7.6 warps a multiprocessor, 5.9
-  // cycles an instruction) and the general path's per-row table reads and 64-bit products are
-  // ~half of the main loop's 1,001 instructions a tile. Otherwise (a tile straddling two blocks:
-  // a sliding window's start, or blocks of fewer than 16 tokens; the split's end) each row finds
-  // its block, dividing again past the first block's end.
+  // The tile's block and offset are found with one division; a row past the block's end (a
+  // tile straddling two blocks: a sliding window's start, or blocks of fewer than 16 tokens)
+  // divides again.
+  // Tried and removed (2026-12-07, H100, tern-cuda-bench --attention, 32/8 heads of 128, F16, in
+  // a graph, one run each): a tile inside one page block taking one table read and rows a fixed
+  // stride apart (~560 instead of ~900 instructions a tile), alone and with S = K Q^T in four
+  // accumulators instead of one chain of 16 mmas. Predicted from Nsight Compute's 5.9 cycles an
+  // issued instruction (session o): 16K keys ~-27%. Measured: 4K keys 12.2 -> 11.5 / 11.4 us,
+  // 16K 33.2 -> 33.6 / 33.3, 32K 56.5 -> 59.4 / 59.1. So alone the kernel is not bound by its
+  // instruction count where it runs (8K keys on); in git history before "the tensor-core decode
+  // attention's one-block tiles and split chain removed".
   const auto block_size = static_cast<uint32_t>(a.block_size);
-  const int64_t slot_halves = a.kv_heads * D;  // from one slot's row of a KV head to the next's
   auto issue_tile = [&](int64_t base, int stage) {
     __half* sk = ring + stage * kStageHalves;
     __half* sv = sk + kTileKeys * kRow;
     constexpr int kPieces = D / 8;
-    static_assert(32 % kPieces == 0, "a warp covers whole rows");
-    constexpr int kRowsAPass = 32 / kPieces;
     const auto base_position = static_cast<uint32_t>(base);
     const uint32_t base_block = base_position / block_size;
     const uint32_t base_offset = base_position - base_block * block_size;
-    if (one_block_tiles && base_offset + kTileKeys <= block_size && base + kTileKeys <= keys.end) {
-      const int c = lane % kPieces, r0 = lane / kPieces;
-      const int64_t slot =
-          static_cast<int64_t>(keys.table[base_block]) * a.block_size + base_offset;
-      const int64_t at = (slot * a.kv_heads + kvh) * D + 8 * c;
-      const __half* k_row = kc + at;
-      const __half* v_row = vc + at;
-#pragma unroll
-      for (int i = 0; i < kTileKeys / kRowsAPass; ++i) {
-        const int r = r0 + kRowsAPass * i;
-        cp_async16(shared_address(sk + r * kRow + 8 * c), k_row + r * slot_halves, true);
-        cp_async16(shared_address(sv + r * kRow + 8 * c), v_row + r * slot_halves, true);
-      }
-      return;
-    }
 #pragma unroll
     for (int i = 0; i < kTileKeys * kPieces / 32; ++i) {
       const int p = lane + 32 * i, r = p / kPieces, c = p % kPieces;
@@ -202,27 +186,12 @@ __global__ void __launch_bounds__(32 * kWarps)
 
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S^T: keys g, g + 8 x heads 2t, 2t + 1
     const uint32_t k_address = shared_address(sk + k_row * kRow + k_col);
-    if (split_chain) {
-      // Four independent accumulators (hi / lo halves x even / odd k steps): chains of D / 64
-      // mmas instead of one of D / 8, so the tensor pipe's latency overlaps.
-      float c[4][4] = {};
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t af[4];
-        ldmatrix_x4(af, k_address + 32 * kk);
-        mma_f16(c[kk & 1], af, qh[kk][0], qh[kk][1]);
-        mma_f16(c[2 + (kk & 1)], af, ql[kk][0], ql[kk][1]);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[e] = (c[0][e] + c[1][e]) + (c[2][e] + c[3][e]);
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t af[4];
-        ldmatrix_x4(af, k_address + 32 * kk);
-        mma_f16(s, af, qh[kk][0], qh[kk][1]);
-        mma_f16(s, af, ql[kk][0], ql[kk][1]);
-      }
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t af[4];
+      ldmatrix_x4(af, k_address + 32 * kk);
+      mma_f16(s, af, qh[kk][0], qh[kk][1]);
+      mma_f16(s, af, ql[kk][0], ql[kk][1]);
     }
     bool seen[2];
 #pragma unroll
@@ -334,22 +303,8 @@ cudaError_t launch(const AttentionLaunch& a, int group, cudaStream_t stream) {
     const char* v = std::getenv("TERN_CUDA_MMA_EARLY");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  // TERN_CUDA_MMA_ONE_BLOCK_TILES=1: the one-block tile copies above. Off until it has run on a
-  // GPU (written 2026-12-06 after the session's device time ran out; SASS checked only).
-  static const bool one_block_tiles = [] {
-    const char* v = std::getenv("TERN_CUDA_MMA_ONE_BLOCK_TILES");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  // TERN_CUDA_MMA_SPLIT_CHAIN=1: S = K Q^T into four accumulators, not one chain of D / 8 mmas
-  // (Nsight Compute after 16K keys: "wait", fixed-latency dependencies, is the top stall at 2.13
-  // of 5.9 cycles an instruction). Off until measured.
-  static const bool split_chain = [] {
-    const char* v = std::getenv("TERN_CUDA_MMA_SPLIT_CHAIN");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
   return launch_pdl_shared(decode_attention_mma_kernel<D, S>, grid, 32 * kWarps, bytes, stream, a,
-                           group, chunks, late, early && a.early_keys, one_block_tiles,
-                           split_chain);
+                           group, chunks, late, early && a.early_keys);
 }
 
 }  // namespace

@@ -524,11 +524,15 @@ void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t*
   }
 }
 
-// TERN_CUDA_GEMV_Q8_WIDE=1: the Q8_0 pairs of four warps read their blocks with PairQ8_0<true>.
+// The Q8_0 pairs of four warps read their blocks with PairQ8_0<true> (three aligned 16-byte
+// loads a block). Measured (2026-12-07, H100, tern-cuda-bench, Q8_0 12288x4096 n = 1 in a
+// graph): 19.0 -> 18.4 us, 93% -> 97% of the copy bandwidth (the other types' kernels unchanged
+// in the same runs); `CudaOps.*` pass with it. Not yet timed in the decode step.
+// TERN_CUDA_GEMV_Q8_WIDE=0 keeps words8's 4-byte loads (A/B runs).
 bool q8_wide() {
   static const bool on = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_Q8_WIDE");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 }

@@ -163,9 +163,9 @@ __device__ __forceinline__ void q8_0_block_wide(const uint8_t* sb, int j, uint32
 }
 
 // Q8_0 "superblock" sb: 8 blocks of 32 (256 weights, as for the K-quants); the lane takes block
-// sb * 8 + lane % 8 of both rows (34-byte blocks: 2-byte aligned). kWide
-// (TERN_CUDA_GEMV_Q8_WIDE=1, four warps a pair only, kernels of their own so the default ones
-// keep their registers): each block read by q8_0_block_wide; else as funnel-shifted words.
+// sb * 8 + lane % 8 of both rows (34-byte blocks: 2-byte aligned). kWide (the default for four
+// warps a pair, gemv_q8.cu's q8_wide; kernels of their own, so the one-warp kernels keep their
+// registers): each block read by q8_0_block_wide; else as funnel-shifted words.
 template <bool kWide>
 struct PairQ8_0 {
   static constexpr int kBytes = 34;
