@@ -105,6 +105,19 @@ TEST(OutputParser, HermesCallAfterText) {
                      {"Let me check.", "", {{"get_weather", {{"city", "Paris"}, {"days", 3}}}}});
 }
 
+TEST(OutputParser, WhitespaceIsKeptInTextAndDroppedAroundCalls) {
+  const auto f = format_of(ToolCallFormat::Hermes, true);
+  // Text alone keeps its own leading and trailing whitespace (indented code, a final newline).
+  expect_every_split(f, "  indented\n\n", {"  indented\n\n", "", {}});
+  // Whitespace right before and after a call is dropped, the text's own spaces stay.
+  expect_every_split(f,
+                     "Checking it. \n<tool_call>\n{\"name\": \"search\", \"arguments\": "
+                     "{}}\n</tool_call>\n\n Done, \n",
+                     {"Checking it.Done,", "", {{"search", json::object()}}});
+  // Reasoning loses the whitespace inside its markers only.
+  expect_every_split(f, "<think>\n  a  b \n</think>\n ok", {"ok", "a  b", {}});
+}
+
 TEST(OutputParser, HermesMultipleCallsAndStringArguments) {
   const auto f = format_of(ToolCallFormat::Hermes, false);
   expect_every_split(

@@ -46,6 +46,26 @@ class ToolExtractor {
   virtual void finish(std::vector<OutputDelta>& out) = 0;
 };
 
+// A run of streamed text of one kind (reasoning, or content between tool calls) appended to the
+// last delta of that kind: whitespace at the run's start is dropped (when the run trims its
+// start) and whitespace at its end is held back until more text follows, so a marker or call
+// that ends the run can drop it.
+class TrimmedRun {
+ public:
+  TrimmedRun(OutputDelta::Kind kind, bool trim_start) : kind_(kind), trim_start_(trim_start) {}
+  void push(std::string_view t, std::vector<OutputDelta>& out);
+  // The whitespace held back is dropped; with trim_start, the next run's leading whitespace too.
+  void end(bool trim_next_start);
+  // The whitespace held back, emitted after all (output that ended in it).
+  void flush(std::vector<OutputDelta>& out);
+
+ private:
+  void emit(std::string text, std::vector<OutputDelta>& out) const;
+  OutputDelta::Kind kind_;
+  bool trim_start_;
+  std::string held_space_;
+};
+
 // Content passes through, except whitespace right before or after tool calls, which is dropped.
 class ContentSink {
  public:
@@ -55,8 +75,7 @@ class ContentSink {
   int calls() const { return next_index_; }
 
  private:
-  std::string pending_space_;
-  bool after_call_ = false;
+  TrimmedRun run_{OutputDelta::Kind::Content, false};
   int next_index_ = 0;
 };
 
@@ -74,13 +93,11 @@ class ReasoningSplitter {
   void finish(std::vector<OutputDelta>& out, std::string& content);
 
  private:
-  void reasoning(std::string_view t, std::vector<OutputDelta>& out);
   enum class State { Start, Inside, After };
   std::string open_, close_;
   State state_;
   std::string buf_;
-  std::string pending_space_;  // trailing whitespace of reasoning, dropped before the close
-  bool reasoning_started_ = false;
+  TrimmedRun reasoning_{OutputDelta::Kind::Reasoning, true};
   bool strip_ = false;  // drop whitespace at the start of content after the close
 };
 

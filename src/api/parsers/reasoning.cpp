@@ -26,28 +26,6 @@ ReasoningSplitter::ReasoningSplitter(std::string open, std::string close, bool i
   }
 }
 
-void ReasoningSplitter::reasoning(std::string_view t, std::vector<OutputDelta>& out) {
-  if (!reasoning_started_) {
-    while (!t.empty() && is_space(t.front())) t.remove_prefix(1);
-    if (t.empty()) return;
-    reasoning_started_ = true;
-  }
-  size_t body = t.size();
-  while (body > 0 && is_space(t[body - 1])) --body;
-  if (body == 0) {
-    pending_space_.append(t);
-    return;
-  }
-  std::string text = std::move(pending_space_);
-  text.append(t.substr(0, body));
-  pending_space_.assign(t.substr(body));
-  if (!out.empty() && out.back().kind == OutputDelta::Kind::Reasoning) {
-    out.back().text += text;
-  } else {
-    out.push_back({OutputDelta::Kind::Reasoning, std::move(text), -1, {}, {}});
-  }
-}
-
 void ReasoningSplitter::push(std::string_view text, std::vector<OutputDelta>& out,
                              std::string& content) {
   buf_.append(text);
@@ -68,15 +46,15 @@ void ReasoningSplitter::push(std::string_view text, std::vector<OutputDelta>& ou
     if (state_ == State::Inside) {
       const size_t pos = buf_.find(close_);
       if (pos != std::string::npos) {
-        reasoning(std::string_view(buf_).substr(0, pos), out);
-        pending_space_.clear();
+        reasoning_.push(std::string_view(buf_).substr(0, pos), out);
+        reasoning_.end(false);
         buf_.erase(0, pos + close_.size());
         state_ = State::After;
         strip_ = true;  // the template's own spacing after the close ("</think>\n\n")
         continue;
       }
       const size_t hold = partial_suffix(buf_, close_);
-      reasoning(std::string_view(buf_).substr(0, buf_.size() - hold), out);
+      reasoning_.push(std::string_view(buf_).substr(0, buf_.size() - hold), out);
       buf_.erase(0, buf_.size() - hold);
       return;
     }
@@ -96,12 +74,12 @@ void ReasoningSplitter::push(std::string_view text, std::vector<OutputDelta>& ou
 
 void ReasoningSplitter::finish(std::vector<OutputDelta>& out, std::string& content) {
   if (state_ == State::Inside) {
-    reasoning(buf_, out);
+    reasoning_.push(buf_, out);
   } else if (!strip_) {
     content += buf_;
   }
   buf_.clear();
-  pending_space_.clear();
+  reasoning_.end(false);
 }
 
 }  // namespace tern::api::parsers

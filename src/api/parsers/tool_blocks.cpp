@@ -25,30 +25,11 @@ std::optional<ordered_json> arguments_object(const ordered_json& value) {
 }
 
 void ContentSink::text(std::string_view t, std::vector<OutputDelta>& out) {
-  if (after_call_) {
-    while (!t.empty() && is_space(t.front())) t.remove_prefix(1);
-    if (t.empty()) return;
-    after_call_ = false;
-  }
-  size_t body = t.size();
-  while (body > 0 && is_space(t[body - 1])) --body;
-  if (body == 0) {
-    pending_space_.append(t);
-    return;
-  }
-  std::string text = std::move(pending_space_);
-  text.append(t.substr(0, body));
-  pending_space_.assign(t.substr(body));
-  if (!out.empty() && out.back().kind == OutputDelta::Kind::Content) {
-    out.back().text += text;
-  } else {
-    out.push_back({OutputDelta::Kind::Content, std::move(text), -1, {}, {}});
-  }
+  run_.push(t, out);
 }
 
 void ContentSink::call(const Call& c, std::vector<OutputDelta>& out) {
-  pending_space_.clear();
-  after_call_ = true;
+  run_.end(true);  // whitespace between content and a call, or after it, is dropped
   const int index = next_index_++;
   out.push_back({OutputDelta::Kind::ToolCallBegin, {}, index, random_id("call_"), c.name});
   out.push_back({OutputDelta::Kind::ToolCallArguments,
@@ -60,15 +41,9 @@ void ContentSink::call(const Call& c, std::vector<OutputDelta>& out) {
 }
 
 void ContentSink::finish(std::vector<OutputDelta>& out) {
-  if (next_index_ == 0 && !pending_space_.empty()) {
-    std::string text = std::move(pending_space_);
-    if (!out.empty() && out.back().kind == OutputDelta::Kind::Content) {
-      out.back().text += text;
-    } else {
-      out.push_back({OutputDelta::Kind::Content, std::move(text), -1, {}, {}});
-    }
-  }
-  pending_space_.clear();
+  // Output that is only text keeps its trailing whitespace; after a call it is dropped.
+  if (next_index_ == 0) run_.flush(out);
+  run_.end(false);
 }
 
 namespace {
