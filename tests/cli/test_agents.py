@@ -113,6 +113,11 @@ def assert_turn(r, route, streamed=True):
     return assert_served(r, route, streamed)
 
 
+def reply_ends(log):
+    """(tokens generated, finish reason) of each reply in the server's log."""
+    return re.findall(r"usage: \d+ prompt tokens \(\d+ cached\), (\d+) generated, finish (\w+)", log)
+
+
 def assert_turn_or_cap(r, route, cap, cap_error):
     """Greedy decoding still depends on the machine: a request that SmolLM2 answers in a sentence
     on one machine, it answered on CI's with a paragraph repeated up to the cap. An agent takes a
@@ -125,7 +130,7 @@ def assert_turn_or_cap(r, route, cap, cap_error):
     assert cap_error in r.stdout + r.stderr, \
         f"exit {r.returncode}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}"
     log = assert_served(r, route)
-    ends = re.findall(r"usage: \d+ prompt tokens \(\d+ cached\), (\d+) generated, finish (\w+)", log)
+    ends = reply_ends(log)
     assert ends and all(end == (str(cap), "length") for end in ends), log
     return log
 
@@ -430,7 +435,7 @@ def test_aider_completes_a_turn(home):
     # aider ends its turn with the tokens it spent, or, for a reply cut at the cap (see
     # assert_turn_or_cap), with a warning that the model hit its output limit.
     if "has hit a token limit!" in r.stdout:
-        ends = re.findall(r"usage: \d+ prompt tokens \(\d+ cached\), (\d+) generated, finish (\w+)", log)
+        ends = reply_ends(log)
         assert ends and ends[-1] == (str(cap), "length"), log
     else:
         assert "Tokens:" in r.stdout, r.stdout
