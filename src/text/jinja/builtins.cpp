@@ -134,8 +134,7 @@ Value make_range(Interpreter&, const CallArgs& a) {
   return Value::list(std::move(out));
 }
 
-Value make_dict(bool ns, const CallArgs& a) {
-  Value d = ns ? Value::namespace_object() : Value::dict();
+Value fill_dict(Value d, const CallArgs& a) {
   for (const auto& p : a.positional) {
     if (!p.is_dict())
       throw TemplateError("dict()/namespace() positional argument must be a mapping");
@@ -160,10 +159,11 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& subject,
 
 void add_globals(Scope& scope) {
   scope.vars["range"] = Value::callable("range", make_range);
-  scope.vars["namespace"] = Value::callable(
-      "namespace", [](Interpreter&, const CallArgs& a) { return make_dict(true, a); });
-  scope.vars["dict"] =
-      Value::callable("dict", [](Interpreter&, const CallArgs& a) { return make_dict(false, a); });
+  scope.vars["namespace"] = Value::callable("namespace", [](Interpreter& in, const CallArgs& a) {
+    return fill_dict(in.make_namespace(), a);
+  });
+  scope.vars["dict"] = Value::callable(
+      "dict", [](Interpreter&, const CallArgs& a) { return fill_dict(Value::dict(), a); });
   scope.vars["raise_exception"] =
       Value::callable("raise_exception", [](Interpreter&, const CallArgs& a) -> Value {
         throw TemplateError(a.positional.empty() ? "raise_exception() called"

@@ -1,5 +1,7 @@
 #include "text/jinja/chat_template.h"
 
+#include <new>
+
 #include "text/jinja/internal.h"
 
 namespace tern::jinja {
@@ -47,10 +49,14 @@ Result<std::string> render_impl(const ChatTemplate::Program& program, const Json
                                 const RenderOptions& options) {
   if (!context.is_object()) return make_error("chat template context must be a JSON object");
   try {
-    Interpreter interpreter(RenderSettings{options.now});
+    Interpreter interpreter(RenderSettings{options.now, options.max_steps});
     return interpreter.render(program.body, from_json(context));
   } catch (const TemplateError& e) {
     return make_error("chat template: {}", e.what());
+  } catch (const std::bad_alloc&) {
+    // The limits (internal.h) keep a template's own values small; this is the machine's memory
+    // running out beside them, which fails this render, not the server.
+    return make_error("chat template: out of memory while rendering");
   }
 }
 

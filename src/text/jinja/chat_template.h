@@ -9,6 +9,7 @@
 //                             {"bos_token", "<s>"}, {"tools", tools}});
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -24,6 +25,9 @@ namespace tern::jinja {
 struct RenderOptions {
   // The clock strftime_now() reads; the local time when empty. Tests pin it.
   std::optional<std::tm> now;
+  // The most loop iterations and macro calls a render may take before it fails (a template is
+  // untrusted input: GGUF files carry theirs). The default is far above any chat template's.
+  int64_t max_steps = 1000000;
 };
 
 class ChatTemplate {

@@ -112,7 +112,7 @@ struct JsonWriter {
 
   void newline(std::string& out, int level) const {
     out += '\n';
-    for (int i = 0; i < level; ++i) out += indent;
+    for (int i = 0; i < level; ++i) append_bounded(out, indent);
   }
 
   void write(std::string& out, const Value& v, int level) const {
@@ -209,9 +209,8 @@ Value filter_tojson(Interpreter&, const Value& v, const CallArgs& a) {
   const Value* indent = arg(a, 1, "indent");
   if (indent && !indent->is_none()) {
     w.has_indent = true;
-    w.indent = indent->is_string()
-                   ? indent->as_string()
-                   : std::string(static_cast<size_t>(std::max<int64_t>(0, indent->as_int())), ' ');
+    w.indent = indent->is_string() ? indent->as_string()
+                                   : std::string(bounded_width(indent->as_int()), ' ');
   }
   w.item_sep = w.has_indent ? "," : ", ";
   w.key_sep = ": ";
@@ -404,9 +403,10 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       std::string out;
       bool first = true;
       for (const auto& item : iterate(v)) {
-        if (!first && sep) out += sep->str();
+        if (!first && sep) append_bounded(out, sep->str());
         first = false;
-        out += (attr && !attr->is_none() ? get_path(in, item, attr->str()) : item).str();
+        append_bounded(out,
+                       (attr && !attr->is_none() ? get_path(in, item, attr->str()) : item).str());
       }
       return Value::string(std::move(out));
     };
@@ -595,7 +595,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       const Value* w = arg(a, 0, "width");
       std::string pad = w && w->is_string()
                             ? w->as_string()
-                            : std::string(static_cast<size_t>(int_arg(a, 0, "width", 4)), ' ');
+                            : std::string(bounded_width(int_arg(a, 0, "width", 4)), ' ');
       bool first = flag(a, 1, "first", false);
       bool blank = flag(a, 2, "blank", false);
       std::string s = v.str() + "\n";
@@ -607,17 +607,17 @@ const std::unordered_map<std::string, FilterFn>& filters() {
         start = nl + 1;
       }
       std::string out;
+      if (first) out = pad;
       for (size_t i = 0; i < lines.size(); ++i) {
-        if (i) out += "\n";
-        if (i && (blank || !lines[i].empty())) out += pad;
-        out += lines[i];
+        if (i) append_bounded(out, "\n");
+        if (i && (blank || !lines[i].empty())) append_bounded(out, pad);
+        append_bounded(out, lines[i]);
       }
-      if (first) out = pad + out;
       return Value::string(std::move(out));
     };
     f["center"] = [](Interpreter&, const Value& v, const CallArgs& a) {
       std::string s = v.str();
-      auto width = static_cast<size_t>(int_arg(a, 0, "width", 80));
+      const size_t width = bounded_width(int_arg(a, 0, "width", 80));
       size_t len = utf8_length(s);
       if (len >= width) return Value::string(s);
       size_t total = width - len, left = total / 2 + (total & width & 1);

@@ -117,6 +117,7 @@ Body parse(std::vector<Token> tokens);
 // ---- interpreter ----
 struct RenderSettings {
   std::optional<std::tm> now;  // strftime_now's clock; the local time when empty
+  int64_t max_steps = 0;       // loop iterations and macro calls (RenderOptions::max_steps)
 };
 
 struct Scope {
@@ -128,6 +129,9 @@ struct Scope {
 class Interpreter {
  public:
   explicit Interpreter(RenderSettings settings) : settings_(std::move(settings)) {}
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string render(const Body& body, const Value& context);
 
@@ -136,6 +140,8 @@ class Interpreter {
   Value get_attr(const Value& obj, const std::string& name);
   Value get_item(const Value& obj, const Value& key);
   const RenderSettings& settings() const { return settings_; }
+  // namespace(): a new namespace, whose contents the render drops when it ends.
+  Value make_namespace();
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -148,10 +154,34 @@ class Interpreter {
   Value eval_filter(const Expr& expr, const Value* subject);
   CallArgs eval_args(const Expr& expr, size_t first);
 
+  // A loop iteration or a macro call (a few microseconds each): fails past the settings'
+  // max_steps, so that a template that loops for minutes fails instead of holding its request.
+  void count_step();
+
   RenderSettings settings_;
   std::shared_ptr<Scope> scope_;
+  // The scopes that macros close over, alive until the render ends (make_macro says why).
+  std::vector<std::shared_ptr<Scope>> macro_scopes_;
+  // The namespaces the render made: the only objects a template can change, so the only way it
+  // can build a reference cycle (`set ns.x = ns`); their contents are dropped when it ends.
+  std::vector<Value> namespaces_;
+  int64_t steps_ = 0;
   int depth_ = 0;
 };
+
+// ---- limits: a template is untrusted input (GGUF files carry theirs) ----
+// The most bytes a string and the most items a list may hold while a template renders: far above
+// what any chat template renders, low enough that a hostile one cannot take the machine's memory
+// (jinja2's sandbox stops range() at 100,000 items for the same reason).
+constexpr size_t kMaxStringBytes = size_t{64} << 20;
+constexpr size_t kMaxListItems = size_t{1} << 20;
+// `out += piece`, failing past kMaxStringBytes.
+void append_bounded(std::string& out, std::string_view piece);
+// A padding width a template asks for: negative counts as 0 (as in Python), past
+// kMaxStringBytes fails.
+size_t bounded_width(int64_t width);
+// Fails when a list would pass kMaxListItems.
+void check_list_items(size_t items);
 
 // ---- operations shared by the interpreter, filters and methods (all throw TemplateError) ----
 List iterate(const Value& v);                 // Python iter(): list items, dict keys, chars

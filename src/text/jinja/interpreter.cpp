@@ -161,14 +161,31 @@ Value number_result(bool as_float, double f, int64_t i) {
                       b.type_name() + "'");
 }
 
+[[noreturn]] void fail_string_limit() {
+  throw TemplateError("the template built a string of more than " +
+                      std::to_string(kMaxStringBytes >> 20) + " MiB");
+}
+
+[[noreturn]] void fail_list_limit() {
+  throw TemplateError("the template built a list of more than " + std::to_string(kMaxListItems) +
+                      " items");
+}
+
 Value repeat(const Value& seq, int64_t times) {
-  if (seq.is_string()) {
+  const bool text = seq.is_string();
+  const size_t size = text ? seq.as_string().size() : seq.as_list().size();
+  if (times <= 0 || size == 0) return text ? Value::string("") : Value::list();
+  // Checked before building: `'x' * 10**12` must fail, not take the memory first.
+  const auto count = static_cast<uint64_t>(times);
+  if (text) {
+    if (count > kMaxStringBytes / size) fail_string_limit();
     std::string out;
-    for (int64_t i = 0; i < times; ++i) out += seq.as_string();
+    for (uint64_t i = 0; i < count; ++i) out += seq.as_string();
     return Value::string(std::move(out));
   }
+  if (count > kMaxListItems / size) fail_list_limit();
   List out;
-  for (int64_t i = 0; i < times; ++i) {
+  for (uint64_t i = 0; i < count; ++i) {
     out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
   }
   return Value::list(std::move(out));
@@ -176,16 +193,56 @@ Value repeat(const Value& seq, int64_t times) {
 
 }  // namespace
 
+void append_bounded(std::string& out, std::string_view piece) {
+  if (out.size() + piece.size() > kMaxStringBytes) fail_string_limit();
+  out += piece;
+}
+
+size_t bounded_width(int64_t width) {
+  if (width <= 0) return 0;
+  if (static_cast<uint64_t>(width) > kMaxStringBytes) fail_string_limit();
+  return static_cast<size_t>(width);
+}
+
+void check_list_items(size_t items) {
+  if (items > kMaxListItems) fail_list_limit();
+}
+
+Interpreter::~Interpreter() {
+  for (const Value& ns : namespaces_) ns.as_dict().items.clear();
+}
+
+Value Interpreter::make_namespace() {
+  namespaces_.push_back(Value::namespace_object());
+  return namespaces_.back();
+}
+
+void Interpreter::count_step() {
+  if (++steps_ > settings_.max_steps) {
+    throw TemplateError("the template took more than " + std::to_string(settings_.max_steps) +
+                        " loop iterations and macro calls");
+  }
+}
+
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value::string(a.str() + b.str());
+  if (op == "~") {
+    std::string out = a.str();
+    append_bounded(out, b.str());
+    return Value::string(std::move(out));
+  }
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   bool numbers = a.is_number() && b.is_number();
   bool fl = a.is_float() || b.is_float();
   if (op == "+") {
     if (numbers) return number_result(fl, a.as_float() + b.as_float(), a.as_int() + b.as_int());
-    if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      std::string out = a.as_string();
+      append_bounded(out, b.as_string());
+      return Value::string(std::move(out));
+    }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      check_list_items(a.as_list().size() + b.as_list().size());
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return a.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
@@ -505,41 +562,51 @@ Value Interpreter::make_macro(const Stmt& stmt, std::shared_ptr<Scope> closure,
                               const Body* caller_body) {
   const Stmt* def = &stmt;
   std::string name = caller_body ? "caller" : stmt.text;
-  return Value::callable(name, [def, closure, caller_body](Interpreter& in, const CallArgs& args) {
-    auto scope = child_of(closure);
-    ScopeGuard guard(in.scope_, scope);
-    List varargs;
-    for (size_t i = 0; i < args.positional.size(); ++i) {
-      if (i < def->params.size()) {
-        scope->vars[def->params[i].first] = args.positional[i];
-      } else {
-        varargs.push_back(args.positional[i]);
-      }
-    }
-    Value kwargs = Value::dict();
-    for (const auto& [key, value] : args.keywords) {
-      bool is_param = false;
-      for (const auto& p : def->params) is_param = is_param || p.first == key;
-      if (is_param) {
-        scope->vars[key] = value;
-      } else if (key == "caller") {
-        scope->vars["caller"] = value;
-      } else {
-        kwargs.as_dict().set(Value::string(key), value);
-      }
-    }
-    for (const auto& [pname, def_expr] : def->params) {
-      if (scope->vars.count(pname)) continue;
-      scope->vars[pname] = def_expr
-                               ? in.eval(*def_expr)
-                               : Value::undefined("parameter '" + pname + "' was not provided");
-    }
-    scope->vars["varargs"] = Value::tuple(std::move(varargs));
-    scope->vars["kwargs"] = kwargs;
-    std::string out;
-    in.exec(caller_body ? *caller_body : def->body, out);
-    return Value::string(std::move(out));
-  });
+  // The macro is usually stored in the very scope it closes over: a strong reference would make
+  // a cycle that outlives the render (and leaks the whole context with it). The render keeps the
+  // scope alive instead; the macro holds it weakly.
+  if (macro_scopes_.empty() || macro_scopes_.back() != closure) macro_scopes_.push_back(closure);
+  std::weak_ptr<Scope> weak_closure = closure;
+  return Value::callable(
+      name, [def, weak_closure, caller_body, name](Interpreter& in, const CallArgs& args) {
+        auto defined_in = weak_closure.lock();
+        if (!defined_in)
+          throw TemplateError("macro '" + name + "' called after its template ended");
+        in.count_step();
+        auto scope = child_of(defined_in);
+        ScopeGuard guard(in.scope_, scope);
+        List varargs;
+        for (size_t i = 0; i < args.positional.size(); ++i) {
+          if (i < def->params.size()) {
+            scope->vars[def->params[i].first] = args.positional[i];
+          } else {
+            varargs.push_back(args.positional[i]);
+          }
+        }
+        Value kwargs = Value::dict();
+        for (const auto& [key, value] : args.keywords) {
+          bool is_param = false;
+          for (const auto& p : def->params) is_param = is_param || p.first == key;
+          if (is_param) {
+            scope->vars[key] = value;
+          } else if (key == "caller") {
+            scope->vars["caller"] = value;
+          } else {
+            kwargs.as_dict().set(Value::string(key), value);
+          }
+        }
+        for (const auto& [pname, def_expr] : def->params) {
+          if (scope->vars.count(pname)) continue;
+          scope->vars[pname] = def_expr
+                                   ? in.eval(*def_expr)
+                                   : Value::undefined("parameter '" + pname + "' was not provided");
+        }
+        scope->vars["varargs"] = Value::tuple(std::move(varargs));
+        scope->vars["kwargs"] = kwargs;
+        std::string out;
+        in.exec(caller_body ? *caller_body : def->body, out);
+        return Value::string(std::move(out));
+      });
 }
 
 Interpreter::Flow Interpreter::exec_for(const Stmt& stmt, std::string& out) {
@@ -559,6 +626,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& stmt, std::string& out) {
   if (stmt.condition) {
     List kept;
     for (auto& item : items) {
+      count_step();
       auto s = child_of(scope_);
       bind(*s, item);
       ScopeGuard guard(scope_, s);
@@ -571,8 +639,12 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& stmt, std::string& out) {
     return exec(stmt.else_body, out) == Flow::kBreak ? Flow::kNormal : Flow::kNormal;
   }
   auto n = static_cast<int64_t>(items.size());
+  // loop.changed()'s memory lives as long as the loop: the callable holds it weakly, since what
+  // it remembers may be the loop object that holds the callable.
   auto last_changed = std::make_shared<std::optional<List>>();
+  std::weak_ptr<std::optional<List>> changed_state = last_changed;
   for (int64_t i = 0; i < n; ++i) {
+    count_step();
     auto s = child_of(scope_);
     bind(*s, items[static_cast<size_t>(i)]);
     Value loop = Value::dict();
@@ -595,9 +667,11 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& stmt, std::string& out) {
             return args.positional[static_cast<size_t>(i) % args.positional.size()];
           }));
     d.set(Value::string("changed"),
-          Value::callable("changed", [last_changed](Interpreter&, const CallArgs& args) {
-            if (*last_changed && **last_changed == args.positional) return Value::boolean(false);
-            *last_changed = args.positional;
+          Value::callable("changed", [changed_state](Interpreter&, const CallArgs& args) {
+            auto last = changed_state.lock();
+            if (!last) throw TemplateError("loop.changed() called after its loop ended");
+            if (*last && **last == args.positional) return Value::boolean(false);
+            *last = args.positional;
             return Value::boolean(true);
           }));
     s->vars["loop"] = loop;
@@ -612,10 +686,10 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, std::string& out) {
   try {
     switch (stmt.kind) {
       case StmtKind::kText:
-        out += stmt.text;
+        append_bounded(out, stmt.text);
         break;
       case StmtKind::kOutput:
-        out += eval(*stmt.expr).str();
+        append_bounded(out, eval(*stmt.expr).str());
         break;
       case StmtKind::kIf:
         for (const auto& [cond, body] : stmt.branches) {
@@ -643,14 +717,14 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, std::string& out) {
         Value callee = eval(*call_expr.args[0]);
         CallArgs args = eval_args(call_expr, 1);
         args.keywords.emplace_back("caller", make_macro(stmt, scope_, &stmt.body));
-        out += call(callee, args, stmt.loc).str();
+        append_bounded(out, call(callee, args, stmt.loc).str());
         break;
       }
       case StmtKind::kFilterBlock: {
         std::string captured;
         exec(stmt.body, captured);
         Value v = Value::string(std::move(captured));
-        out += eval_filter(*stmt.expr, &v).str();
+        append_bounded(out, eval_filter(*stmt.expr, &v).str());
         break;
       }
       case StmtKind::kBreak:
@@ -677,6 +751,7 @@ std::string Interpreter::render(const Body& body, const Value& context) {
   std::string out;
   exec(body, out);
   scope_.reset();
+  macro_scopes_.clear();
   return out;
 }
 

@@ -184,9 +184,9 @@ Value string_method(const Value& self, const std::string& name) {
         if (!item.is_string())
           throw TemplateError("sequence item: expected str instance, " + item.type_name() +
                               " found");
-        if (!first) out += s.as_string();
+        if (!first) append_bounded(out, s.as_string());
         first = false;
-        out += item.as_string();
+        append_bounded(out, item.as_string());
       }
       return Value::string(std::move(out));
     };
@@ -212,7 +212,7 @@ Value string_method(const Value& self, const std::string& name) {
   } else if (name == "zfill") {
     fn = [](const Value& s, const CallArgs& a) {
       std::string str = s.as_string();
-      auto width = static_cast<size_t>(need(a, 0, "zfill").as_int());
+      const size_t width = bounded_width(need(a, 0, "zfill").as_int());
       size_t len = utf8_length(str);
       if (len >= width) return Value::string(str);
       size_t at = (!str.empty() && (str[0] == '-' || str[0] == '+')) ? 1 : 0;
@@ -433,10 +433,10 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     int64_t done = 0;
     for (size_t i = 0; i <= chars.size(); ++i) {
       if (count < 0 || done < count) {
-        out += repl;
+        append_bounded(out, repl);
         ++done;
       }
-      if (i < chars.size()) out += chars[i];
+      if (i < chars.size()) append_bounded(out, chars[i]);
     }
     return out;
   }
@@ -445,12 +445,12 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   while (count < 0 || done < count) {
     size_t hit = s.find(old, pos);
     if (hit == std::string_view::npos) break;
-    out += s.substr(pos, hit - pos);
-    out += repl;
+    append_bounded(out, s.substr(pos, hit - pos));
+    append_bounded(out, repl);
     pos = hit + old.size();
     ++done;
   }
-  out += s.substr(pos);
+  append_bounded(out, s.substr(pos));
   return out;
 }
 

@@ -137,6 +137,47 @@ TEST(JinjaSemantics, HostileNestingFailsCleanly) {
             std::string(100, '(') + "1" + std::string(100, ')'));  // plain text
 }
 
+// A template is untrusted input (GGUF files carry theirs): sizes and loops a hostile one asks for
+// fail with an error, before the memory or the time is spent; what jinja2 does with negative
+// widths and self-referencing namespaces still works.
+TEST(JinjaSemantics, HostileSizesAndLoopsFailCleanly) {
+  auto fails_with = [](std::string_view source, std::string_view what,
+                       int64_t max_steps = 1000000) {
+    auto t = ChatTemplate::parse(source);
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    RenderOptions o = pinned();
+    o.max_steps = max_steps;
+    auto r = t->render(ordered_json::object(), o);
+    ASSERT_FALSE(r.ok()) << source;
+    EXPECT_NE(r.error().message.find(what), std::string::npos) << r.error().message;
+  };
+  fails_with("{{ 'a' * 1000000000000 }}", "more than 64 MiB");
+  fails_with("{{ 'x'|center(100000000000) }}", "more than 64 MiB");
+  fails_with("{{ 'x'|indent(100000000000, true) }}", "more than 64 MiB");
+  fails_with("{{ '5'.zfill(100000000000) }}", "more than 64 MiB");
+  fails_with("{{ 'ab'.replace('', 'x' * 40000000) }}", "more than 64 MiB");
+  fails_with(
+      "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}",
+      "more than 64 MiB");
+  fails_with(
+      "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}"
+      "{% endfor %}",
+      "more than 1048576 items");
+  fails_with("{{ ([1, 2] * 100000000000)|length }}", "more than 1048576 items");
+  fails_with("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+             "more than 1000 loop iterations", 1000);
+  fails_with(
+      "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+      "{{ f(30) }}",
+      "more than 1000 loop iterations and macro calls", 1000);
+  EXPECT_EQ(render("{{ '' * 1000000000000000000 }}|{{ [] * 1000000000000000000 }}"), "|[]");
+  EXPECT_EQ(render("{{ '5'.zfill(-1) }}|{{ 'x'|center(-3) }}|{{ 'ab'|indent(-2, true) }}"),
+            "5|x|ab");
+  EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% set ns.x = ns %}{{ ns.x.x.x is defined }}"),
+            "True");
+}
+
 // Every prefix of every real template (cut each 37 bytes) either parses or fails with an error;
 // whatever parses renders or fails with an error. Nothing crashes.
 TEST(JinjaSemantics, TruncatedRealTemplatesFailCleanly) {
