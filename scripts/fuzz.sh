@@ -13,8 +13,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTERN_FUZZ=ON -DTERN_BUILD_TESTS=OFF -DTERN_BUILD_BENCH=OFF >/dev/null
-# -timeout: one input may take at most 10 s; -rss_limit_mb / -malloc_limit_mb: at most 2 GiB.
-limits=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1)
+# -timeout: one input may take at most 10 s; -rss_limit_mb / -malloc_limit_mb: at most 2 GiB;
+# what a fuzzer finds (crash-*, leak-*, timeout-*, oom-*) is written into build-fuzz/.
+limits=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1
+  -artifact_prefix="$build/")
 
 fuzz_gguf() {
   ninja -C "$build" gguf_reader_fuzz
