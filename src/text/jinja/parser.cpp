@@ -556,6 +556,11 @@ class Parser {
     if (subs.size() == 1) {
       key = std::move(subs[0]);
     } else {
+      // Python would make slice objects of them; no object a template reads takes a tuple of
+      // slices (jinja2 renders nothing or fails to compile), so it is refused here.
+      for (const auto& sub : subs) {
+        if (sub->kind == ExprKind::kSlice) fail_at(sub->loc, "a slice inside a tuple subscript");
+      }
       key = make(ExprKind::kTuple, loc);
       key->args = std::move(subs);
     }

@@ -172,6 +172,9 @@ TEST(JinjaSemantics, HostileSizesAndLoopsFailCleanly) {
       "{{ f(30) }}",
       "more than 1000 loop iterations and macro calls", 1000);
   EXPECT_EQ(render("{{ '' * 1000000000000000000 }}|{{ [] * 1000000000000000000 }}"), "|[]");
+  // Found by the fuzzer: a slice inside a tuple subscript was evaluated without its object.
+  EXPECT_EQ(render("{{ 'abc'[:1, 2:] }}"),
+            "ERROR: chat template: line 1, column 10: a slice inside a tuple subscript");
   EXPECT_EQ(render("{{ '5'.zfill(-1) }}|{{ 'x'|center(-3) }}|{{ 'ab'|indent(-2, true) }}"),
             "5|x|ab");
   EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% set ns.x = ns %}{{ ns.x.x.x is defined }}"),
