@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "sample/stop_matcher.h"
+#include "sched/step.h"
 
 namespace tern {
 
@@ -19,7 +20,7 @@ void Generator::reset() {
 }
 
 Result<void> Generator::feed(std::span<const int32_t> tokens, int64_t chunk, bool all_logits,
-                             std::vector<float>& logits, int32_t* greedy, const SampleDraw* draw) {
+                             std::vector<float>& logits, const RowSampling* pick, int32_t* picked) {
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
     const size_t n = std::min(static_cast<size_t>(chunk), tokens.size() - at);
     if (!m_.cache->reserve(seq_, seq_.length + static_cast<int64_t>(n))) {
@@ -28,20 +29,19 @@ Result<void> Generator::feed(std::span<const int32_t> tokens, int64_t chunk, boo
     }
     const bool last = at + n == tokens.size();
     SequenceBatch batch{tokens.subspan(at, n), &seq_, all_logits};
-    batch.last_logits = all_logits || last;  // a chunk before the last one needs no logits
-    if (last && !all_logits) {
-      batch.greedy_token = greedy;
-      batch.draw = draw;
+    batch.last_logits = all_logits || (last && pick != nullptr);
+    std::vector<RowSampling> rows;
+    if (all_logits) rows.assign(n, RowSampling::scored());
+    if (last && pick != nullptr) {
+      if (all_logits) rows.pop_back();
+      rows.push_back(*pick);
     }
-    chunk_logits_.clear();
-    TERN_TRY(m_.model->forward({&batch, 1}, *m_.cache, chunk_logits_));
+    auto out = run_step(*m_.model, *m_.cache, {&batch, 1}, rows);
+    if (!out) return out.error();
     cached_.insert(cached_.end(), tokens.begin() + static_cast<long>(at),
                    tokens.begin() + static_cast<long>(at + n));
-    if (all_logits) {
-      logits.insert(logits.end(), chunk_logits_.begin(), chunk_logits_.end());
-    } else if (last) {
-      logits.swap(chunk_logits_);
-    }
+    logits.insert(logits.end(), out->rows.begin(), out->rows.end());
+    if (last && pick != nullptr) *picked = out->tokens.back();
   }
   return {};
 }
@@ -77,26 +77,18 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   result.reused_tokens = static_cast<int64_t>(common);
 
   Sampler sampler(options.sampling);
-  // Plain greedy decoding takes the argmax where the logits are, and temperature sampling without
-  // penalties draws the token there (Device::sample_rows): only the id comes back.
-  const bool on_device = sampler.plain_greedy() || sampler.device_sampling();
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  // Every token is picked where the logits are (sample/'s ops in the step's plan).
   int32_t next_token = -1;
-  int32_t* greedy = on_device ? &next_token : nullptr;
-  SampleDraw draw;  // this token's draw, taken just before the forward that samples it
-  auto draw_for_next = [&]() -> const SampleDraw* {
-    if (!sampler.device_sampling()) return nullptr;
-    draw = sampler.draw();
-    return &draw;
-  };
+  RowSampling pick = sampler.next_row(history);
   auto start = Clock::now();
   std::vector<float> logits;
   const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : m_.prefill_chunk;
-  TERN_TRY(feed(prompt.subspan(common), chunk, false, logits, greedy, draw_for_next()));
+  TERN_TRY(feed(prompt.subspan(common), chunk, false, logits, &pick, &next_token));
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   StopMatcher stops(options.stop);
   StreamingDetokenizer detok(*m_.tokenizer);
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
   auto decode_start = Clock::now();
   auto emit = [&](const std::string& piece) {
     if (piece.empty()) return true;
@@ -108,7 +100,7 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
       result.finish = FinishReason::Length;
       break;
     }
-    const int32_t token = on_device ? next_token : sampler.sample(logits, history);
+    const int32_t token = next_token;
     const bool end = !options.ignore_eos &&
                      (m_.tokenizer->is_end_of_generation(token) ||
                       std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) !=
@@ -136,9 +128,9 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
       result.finish = FinishReason::Length;
       break;
     }
-    logits.clear();
     const int32_t next[1] = {token};
-    TERN_TRY(feed(next, 1, false, logits, greedy, draw_for_next()));
+    pick = sampler.next_row(history);
+    TERN_TRY(feed(next, 1, false, logits, &pick, &next_token));
   }
   if (result.finish != FinishReason::Cancelled) {
     auto tail = stops.push(detok.finish());

@@ -46,16 +46,14 @@ class Generator {
   void reset();
 
  private:
-  // Feeds tokens in chunks; the last token's logits go to `logits` (every token's with
-  // all_logits), or only its argmax to *greedy when that is given (the token `draw` picks, when
-  // that is given too).
+  // Feeds tokens in chunks: every token's logits go to `logits` with all_logits; with `pick`,
+  // the last token's row is sampled that way and the token goes to *picked.
   Result<void> feed(std::span<const int32_t> tokens, int64_t chunk, bool all_logits,
-                    std::vector<float>& logits, int32_t* greedy = nullptr,
-                    const SampleDraw* draw = nullptr);
+                    std::vector<float>& logits, const RowSampling* pick = nullptr,
+                    int32_t* picked = nullptr);
   LoadedModel& m_;
   SequenceKv seq_;
   std::vector<int32_t> cached_;      // tokens whose KV is in seq_
-  std::vector<float> chunk_logits_;  // reused across steps (a Qwen3 row is 600 KB)
 };
 
 }  // namespace tern

@@ -47,28 +47,41 @@ class LeaderModel final : public Model {
   ~LeaderModel() override { (void)send_header(comm_, kStop, 0); }
 
   const ModelShape& shape() const override { return share_->shape(); }
+  Device& device() const override { return share_->device(); }
 
-  Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
-                       std::vector<float>& logits) override {
+  // Sends the batch to the other ranks and records this rank's share; every rank's collectives
+  // meet when the plans execute.
+  Result<Tensor> forward(std::span<SequenceBatch> batch, KvCache& cache, StepPlan& plan) override {
     if (std::string why = status_->failure(); !why.empty()) return Error{why, 503};
     std::vector<int64_t> message = encode(batch);
-    Result<void> done = send_header(comm_, kForward, static_cast<int64_t>(message.size()));
-    if (done) done = comm_.broadcast(message.data(), message.size() * sizeof(int64_t), 0);
-    if (done) done = share_->forward(batch, cache, logits);
-    if (done) return done;
-    if (!comm_.leader_survives()) end_group(comm_, done.error());
+    Result<void> sent = send_header(comm_, kForward, static_cast<int64_t>(message.size()));
+    if (sent) sent = comm_.broadcast(message.data(), message.size() * sizeof(int64_t), 0);
+    if (!sent) return stop_group(sent.error());
+    auto logits = share_->forward(batch, cache, plan);
+    if (!logits) return stop_group(logits.error());
+    return logits;
+  }
+
+  Result<void> execute(const StepPlan& plan) override {
+    auto done = share_->execute(plan);
+    if (!done) return stop_group(done.error());
+    return done;
+  }
+
+ private:
+  Error stop_group(const Error& error) {
+    if (!comm_.leader_survives()) end_group(comm_, error);
     // TCP: the other ranks are told to go (they may wait in a collective this rank left); this
     // process stays up and says why it can no longer run the model.
-    comm_.disband(done.error().message);
+    comm_.disband(error.message);
     status_->fail(fmt::format(
         "tensor parallelism over {} ranks stopped: {}; restart the ranks to run the model again",
-        comm_.size(), done.error().message));
+        comm_.size(), error.message));
     fmt::print(stderr, "error: {}\n", status_->failure());
     std::fflush(stderr);
     return Error{status_->failure(), 503};
   }
 
- private:
   std::unique_ptr<Model> share_;
   Communicator& comm_;
   std::shared_ptr<GroupStatus> status_;
@@ -134,7 +147,7 @@ Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm) {
   std::vector<std::vector<int32_t>> tokens, parents;
   std::vector<SequenceKv> kvs;
   std::vector<SequenceBatch> batch;
-  std::vector<float> logits;
+  StepPlan plan;
   for (;;) {
     int64_t header[2] = {0, 0};
     TERN_TRY(comm.broadcast(header, sizeof(header), 0));
@@ -154,8 +167,9 @@ Result<void> follow_leader(Model& share, KvCache& cache, Communicator& comm) {
         }
       }
     }
-    logits.clear();
-    auto done = share.forward(batch, cache, logits);
+    plan.clear();
+    auto logits = share.forward(batch, cache, plan);
+    auto done = logits ? share.execute(plan) : Result<void>(logits.error());
     if (!done) {
       end_group(comm, done.error());
       return done;

@@ -32,35 +32,40 @@ class Gemma3Model final : public Model {
   Gemma3Model(Device& device, Gemma3Config config) : device_(device), config_(std::move(config)) {}
 
   const ModelShape& shape() const override { return config_.shape; }
+  Device& device() const override { return device_; }
 
-  Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
-                       std::vector<float>& logits) override {
+  Result<Tensor> forward(std::span<SequenceBatch> batch, KvCache& cache, StepPlan& plan) override {
     TERN_TRY(check_token_trees(batch));
-    ForwardState st(device_, cache, batch);
+    ForwardState st(device_, cache, batch, plan);
+    Ops& ops = st.ops;
     const int64_t hidden = config_.shape.hidden;
     auto x = st.scratch(st.tokens, hidden);
     auto h = st.scratch(st.tokens, hidden);
     auto y = st.scratch(st.tokens, hidden);
     if (!x || !h || !y) return Error{"out of memory for activations"};
     TERN_TRY(embed(st, embedding_, *x));
-    device_.scale(*x, std::sqrt(static_cast<float>(hidden)));
+    ops.scale(*x, std::sqrt(static_cast<float>(hidden)));
     const float eps = config_.norm_eps;
+    ops.rms_norm(*x, layers_.front().attn_norm, eps, *h);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Gemma3Layer& layer = layers_[l];
       const AttentionConfig& attn_cfg = layer.sliding ? config_.local : config_.global;
-      device_.rms_norm(*x, &layer.attn_norm, eps, *h);
       TERN_TRY(
           self_attention(st, layer.attn, attn_cfg, cache.layer(static_cast<int64_t>(l)), *h, *y));
-      device_.rms_norm(*y, &layer.post_attn_norm, eps, *y);
-      device_.add(*x, *y, *x);
-      device_.rms_norm(*x, &layer.ffn_norm, eps, *h);
+      ops.rms_norm(*y, layer.post_attn_norm, eps, *y);
+      ops.add_rms_norm(*x, *y, layer.ffn_norm, eps, *h);
       TERN_TRY(gated_mlp(st, layer.mlp, Activation::GeluTanh, *h, *y));
-      device_.rms_norm(*y, &layer.post_ffn_norm, eps, *y);
-      device_.add(*x, *y, *x);
+      ops.rms_norm(*y, layer.post_ffn_norm, eps, *y);
+      if (l + 1 < layers_.size()) {
+        ops.add_rms_norm(*x, *y, layers_[l + 1].attn_norm, eps, *h);
+      } else {
+        ops.add(*x, *y, *x);
+      }
     }
-    TERN_TRY(lm_head(st, *x, output_norm_, eps, embedding_, logits));
+    auto logits = lm_head(st, *x, output_norm_, eps, embedding_);
+    TERN_TRY(plan.status());
     st.commit();
-    return {};
+    return logits;
   }
 
   Result<void> load(WeightLoader& w) {

@@ -22,30 +22,36 @@ class LlamaModel final : public Model {
   LlamaModel(Device& device, DecoderConfig config) : device_(device), config_(std::move(config)) {}
 
   const ModelShape& shape() const override { return config_.shape; }
+  Device& device() const override { return device_; }
 
-  Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
-                       std::vector<float>& logits) override {
+  Result<Tensor> forward(std::span<SequenceBatch> batch, KvCache& cache, StepPlan& plan) override {
     TERN_TRY(check_token_trees(batch));
-    ForwardState st(device_, cache, batch);
+    ForwardState st(device_, cache, batch, plan);
+    Ops& ops = st.ops;
     const int64_t hidden = config_.shape.hidden;
+    const float eps = config_.norm_eps;
     auto x = st.scratch(st.tokens, hidden);
     auto h = st.scratch(st.tokens, hidden);
     auto y = st.scratch(st.tokens, hidden);
     if (!x || !h || !y) return Error{"out of memory for activations"};
     TERN_TRY(embed(st, embedding_, *x));
+    ops.rms_norm(*x, layers_.front().attn_norm, eps, *h);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& layer = layers_[l];
-      device_.rms_norm(*x, &layer.attn_norm, config_.norm_eps, *h);
       TERN_TRY(self_attention(st, layer.attn, config_.attention,
                               cache.layer(static_cast<int64_t>(l)), *h, *y));
-      device_.add(*x, *y, *x);
-      device_.rms_norm(*x, &layer.ffn_norm, config_.norm_eps, *h);
+      ops.add_rms_norm(*x, *y, layer.ffn_norm, eps, *h);
       TERN_TRY(gated_mlp(st, layer.mlp, Activation::Silu, *h, *y));
-      device_.add(*x, *y, *x);
+      if (l + 1 < layers_.size()) {
+        ops.add_rms_norm(*x, *y, layers_[l + 1].attn_norm, eps, *h);
+      } else {
+        ops.add(*x, *y, *x);
+      }
     }
-    TERN_TRY(lm_head(st, *x, output_norm_, config_.norm_eps, output_, logits));
+    auto logits = lm_head(st, *x, output_norm_, eps, output_);
+    TERN_TRY(plan.status());
     st.commit();
-    return {};
+    return logits;
   }
 
   Result<void> load(WeightLoader& w) {

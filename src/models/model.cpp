@@ -33,6 +33,19 @@ Result<std::unique_ptr<Model>> load_model(const GgufFile& file, Device& device,
       file.paths()[0], name);
 }
 
+Result<void> forward_logits(Model& model, std::span<SequenceBatch> batch, KvCache& cache,
+                            std::vector<float>& logits) {
+  StepPlan plan;
+  auto rows = model.forward(batch, cache, plan);
+  if (!rows) return rows.error();
+  TERN_TRY(model.execute(plan));
+  if (rows->data == nullptr) return {};
+  const size_t at = logits.size(), n = static_cast<size_t>(rows->elements());
+  logits.resize(at + n);
+  model.device().download(rows->data, logits.data() + at, n * sizeof(float));
+  return {};
+}
+
 Result<void> check_token_trees(std::span<const SequenceBatch> batch) {
   for (size_t b = 0; b < batch.size(); ++b) {
     const auto& parents = batch[b].tree_parents;

@@ -20,22 +20,14 @@ struct MoeConfig {
 };
 
 struct MoeWeights {
-  Tensor router;                    // [experts, hidden]
-  Slice local;                      // the experts this rank holds
-  std::vector<MlpWeights> experts;  // local.count of them, expert local.begin first
-  Communicator* reduce = nullptr;   // expert parallelism: the output is a partial sum
+  Tensor router;                   // [experts, hidden]
+  Slice local;                     // the experts this rank holds
+  std::vector<ExpertMlp> experts;  // local.count of them, expert local.begin first
+  Communicator* reduce = nullptr;  // expert parallelism: the output is a partial sum
 };
 
 // Layer `layer`'s router (ffn_gate_inp) and this rank's experts (ffn_{gate,up,down}_exps).
 Result<MoeWeights> load_moe(WeightLoader& w, int64_t layer, int64_t hidden, const MoeConfig& cfg);
-
-// The experts each token goes to, and with what weight: `used` (expert, weight) pairs per token,
-// best first (ties to the lower expert). `router_logits` is [tokens, experts].
-struct Routing {
-  std::vector<int32_t> expert;  // [tokens * used]
-  std::vector<float> weight;    // [tokens * used]
-};
-Routing route_tokens(std::span<const float> router_logits, int64_t tokens, const MoeConfig& cfg);
 
 // out [tokens, hidden] = the block's output for the normalised input x [tokens, hidden].
 Result<void> sparse_moe(ForwardState& st, const MoeWeights& w, const MoeConfig& cfg,

@@ -1,77 +1,73 @@
 #include "models/transformer.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "models/weights.h"
 
 namespace tern {
 
-Result<void> all_reduce_sum(ForwardState& st, Communicator& comm, Tensor& t) {
-  const auto n = static_cast<size_t>(t.elements());
-  if (st.device.reads_host_memory()) return comm.all_reduce_sum(t.f32(), n);
-  std::vector<float> host(n);
-  st.device.download(t.data, host.data(), n * sizeof(float));
-  TERN_TRY(comm.all_reduce_sum(host.data(), n));
-  st.device.upload(host.data(), t.data, n * sizeof(float));
-  return {};
-}
-
-ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBatch> batch)
-    : device(dev), cache(kv_cache), batch_(batch) {
-  tree_masks_.resize(batch.size());  // sized once: the sequences' spans point into it
+ForwardState::ForwardState(Device& dev, KvCache& kv_cache, std::span<SequenceBatch> batch,
+                           StepPlan& plan)
+    : ops(plan), cache(kv_cache), device_(dev), batch_(batch) {
+  std::vector<int32_t> ids_, positions_, slots_;
+  std::vector<AttentionSequence> sequences_;
   for (size_t b = 0; b < batch.size(); ++b) {
     const SequenceBatch& s = batch[b];
     AttentionSequence seq;
     seq.first_token = tokens;
     seq.token_count = static_cast<int64_t>(s.tokens.size());
     seq.first_position = s.kv->length;
-    seq.block_table = s.kv->blocks;
+    seq.block_table = s.kv->blocks;  // (the scheduler keeps them until the step is done)
     // A token tree (check_token_trees has vetted it): positions by depth, ancestor masks.
     std::vector<int32_t> depth(s.tree_parents.size(), 0);
-    auto& masks = tree_masks_[b];
+    std::vector<uint64_t> masks;
     for (size_t i = 0; i < s.tree_parents.size(); ++i) {
       const int32_t parent = s.tree_parents[i];
       depth[i] = parent < 0 ? 0 : depth[static_cast<size_t>(parent)] + 1;
       masks.push_back((uint64_t{1} << i) | (parent < 0 ? 0 : masks[static_cast<size_t>(parent)]));
     }
-    seq.ancestors = masks;
-    sequences.push_back(seq);
+    if (!masks.empty()) seq.ancestors = plan.keep(std::move(masks));
+    sequences_.push_back(seq);
     auto seq_slots = cache.slots(*s.kv, s.kv->length, seq.token_count);
     for (int64_t i = 0; i < seq.token_count; ++i) {
-      ids.push_back(s.tokens[static_cast<size_t>(i)]);
+      ids_.push_back(s.tokens[static_cast<size_t>(i)]);
       const int64_t offset = depth.empty() ? i : depth[static_cast<size_t>(i)];
-      positions.push_back(static_cast<int32_t>(s.kv->length + offset));
-      slots.push_back(seq_slots[static_cast<size_t>(i)]);
+      positions_.push_back(static_cast<int32_t>(s.kv->length + offset));
+      slots_.push_back(seq_slots[static_cast<size_t>(i)]);
       const bool last = i + 1 == seq.token_count;
-      if (s.logits_for_all || (s.last_logits && last)) {
-        logit_rows.push_back(tokens + i);
-        greedy.push_back(last ? s.greedy_token : nullptr);
-        draws.push_back(last && s.greedy_token != nullptr ? s.draw : nullptr);
-      }
+      if (s.logits_for_all || (s.last_logits && last)) logit_rows.push_back(tokens + i);
     }
     tokens += seq.token_count;
   }
+  ids = plan.keep(std::move(ids_));
+  positions = plan.keep(std::move(positions_));
+  slots = plan.keep(std::move(slots_));
+  sequences = plan.keep(std::move(sequences_));
 }
 
-Result<Tensor> ForwardState::scratch(int64_t rows, int64_t cols) {
-  auto buffer = device.allocate(static_cast<size_t>(rows * cols) * sizeof(float));
+Result<Tensor> ForwardState::hold(size_t bytes, int64_t rows, int64_t cols) {
+  auto buffer = device_.allocate(bytes);
   if (!buffer) return buffer.error();
   Tensor t;
   t.data = buffer->data();
   t.ne = {cols, rows, 1, 1};
-  buffers_.push_back(std::move(*buffer));
+  ops.plan().keep_alive(std::make_shared<DeviceBuffer>(std::move(*buffer)));
   return t;
+}
+
+Result<Tensor> ForwardState::scratch(int64_t rows, int64_t cols) {
+  return hold(static_cast<size_t>(rows * cols) * sizeof(float), rows, cols);
 }
 
 Result<Tensor> ForwardState::layer_scratch(Slot slot, int64_t rows, int64_t cols) {
   Reused& r = reused_[static_cast<size_t>(slot)];
   const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
   if (r.bytes < bytes) {
-    // Grown: the old buffer stays alive with the state (queued ops may still read it).
-    auto buffer = device.allocate(bytes);
-    if (!buffer) return buffer.error();
-    r = {buffer->data(), bytes};
-    buffers_.push_back(std::move(*buffer));
+    // Grown: the old buffer stays alive with the plan (its earlier ops read it).
+    auto t = hold(bytes, rows, cols);
+    if (!t) return t.error();
+    r = {t->data, bytes};
   }
   Tensor t;
   t.data = r.data;
@@ -85,7 +81,7 @@ void ForwardState::commit() {
 
 Result<void> self_attention(ForwardState& st, const AttentionWeights& w, const AttentionConfig& cfg,
                             KvLayer& cache, const Tensor& x, Tensor& out) {
-  Device& dev = st.device;
+  Ops& ops = st.ops;
   const int64_t n = st.tokens;
   using Slot = ForwardState::Slot;
   auto q = st.layer_scratch(Slot::kQ, n, cfg.heads * cfg.head_dim);
@@ -93,28 +89,19 @@ Result<void> self_attention(ForwardState& st, const AttentionWeights& w, const A
   auto v = st.layer_scratch(Slot::kV, n, cfg.kv_heads * cfg.head_dim);
   auto attn = st.layer_scratch(Slot::kAttention, n, cfg.heads * cfg.head_dim);
   if (!q || !k || !v || !attn) return Error{"out of memory for attention activations"};
-  TERN_TRY(dev.matmul(w.q, x, *q));
-  TERN_TRY(dev.matmul(w.k, x, *k));
-  TERN_TRY(dev.matmul(w.v, x, *v));
-  if (w.q_bias) dev.add_row_vector(*q, *w.q_bias);
-  if (w.k_bias) dev.add_row_vector(*k, *w.k_bias);
-  if (w.v_bias) dev.add_row_vector(*v, *w.v_bias);
-  // Views as [n, heads, head_dim] for the per-head ops.
-  Tensor qh = *q, kh = *k;
-  qh.ne = {cfg.head_dim, cfg.heads, n, 1};
-  kh.ne = {cfg.head_dim, cfg.kv_heads, n, 1};
-  if (w.q_norm) dev.rms_norm(qh, &*w.q_norm, cfg.norm_eps, qh);
-  if (w.k_norm) dev.rms_norm(kh, &*w.k_norm, cfg.norm_eps, kh);
-  dev.rope(qh, st.positions, cfg.rope);
-  dev.rope(kh, st.positions, cfg.rope);
-  Tensor vh = *v;
-  vh.ne = kh.ne;
-  dev.store_kv(cache, kh, vh, st.slots);
-  Tensor oh = *attn;
-  oh.ne = qh.ne;
-  dev.attention(qh, cache, st.sequences, cfg.params, oh);
-  TERN_TRY(dev.matmul(w.o, *attn, out));
-  if (w.reduce != nullptr) return all_reduce_sum(st, *w.reduce, out);
+  ops.matmuls(x, {{w.q, *q}, {w.k, *k}, {w.v, *v}});
+  if (w.q_bias) ops.add_row_vector(*q, *w.q_bias);
+  if (w.k_bias) ops.add_row_vector(*k, *w.k_bias);
+  if (w.v_bias) ops.add_row_vector(*v, *w.v_bias);
+  const Tensor qh = q->as_heads(cfg.heads, cfg.head_dim);
+  const Tensor kh = k->as_heads(cfg.kv_heads, cfg.head_dim);
+  const Tensor vh = v->as_heads(cfg.kv_heads, cfg.head_dim);
+  ops.qk_norm_rope_store_kv(qh, kh, vh, w.q_norm.value_or(Tensor{nullptr}),
+                            w.k_norm.value_or(Tensor{nullptr}), cfg.norm_eps, st.positions,
+                            cfg.rope, cache, st.slots);
+  ops.attention(qh, cache, st.sequences, cfg.params, attn->as_heads(cfg.heads, cfg.head_dim));
+  ops.matmul(w.o, *attn, out);
+  if (w.reduce != nullptr) ops.all_reduce_sum(out, *w.reduce);
   return {};
 }
 
@@ -124,20 +111,17 @@ Result<void> gated_mlp(ForwardState& st, const MlpWeights& w, Activation act, co
   auto gate = st.layer_scratch(ForwardState::Slot::kGate, st.tokens, ffn);
   auto up = st.layer_scratch(ForwardState::Slot::kUp, st.tokens, ffn);
   if (!gate || !up) return Error{"out of memory for MLP activations"};
-  TERN_TRY(st.device.matmul(w.gate, x, *gate));
-  TERN_TRY(st.device.matmul(w.up, x, *up));
-  if (act == Activation::Silu) {
-    st.device.silu_mul(*gate, *up, *gate);
-  } else {
-    st.device.gelu_tanh_mul(*gate, *up, *gate);
-  }
-  TERN_TRY(st.device.matmul(w.down, *gate, out));
-  if (w.reduce != nullptr) return all_reduce_sum(st, *w.reduce, out);
+  st.ops.gate_up_activation(act, x, w.gate, w.up, *gate, *up, *gate);
+  st.ops.matmul(w.down, *gate, out);
+  if (w.reduce != nullptr) st.ops.all_reduce_sum(out, *w.reduce);
   return {};
 }
 
 Result<void> embed(ForwardState& st, const VocabTable& table, Tensor& out) {
-  if (table.comm == nullptr) return st.device.get_rows(table.rows, st.ids, out);
+  if (table.comm == nullptr) {
+    st.ops.get_rows(table.rows, st.ids, out);
+    return {};
+  }
   // Each rank looks up the tokens in its share; the others' rows are zeros until the sum.
   std::vector<int32_t> local(st.ids.size());
   std::vector<bool> here(st.ids.size());
@@ -149,24 +133,22 @@ Result<void> embed(ForwardState& st, const VocabTable& table, Tensor& out) {
     here[i] = id >= table.part.begin && id < table.part.begin + table.part.count;
     local[i] = here[i] ? static_cast<int32_t>(id - table.part.begin) : 0;
   }
-  TERN_TRY(st.device.get_rows(table.rows, local, out));
+  st.ops.get_rows(table.rows, st.ops.plan().keep(std::move(local)), out);
   for (size_t i = 0; i < here.size(); ++i) {
-    if (here[i]) continue;
-    Tensor row = out.row_slice(static_cast<int64_t>(i), 1);
-    st.device.scale(row, 0.0f);
+    if (!here[i]) st.ops.scale(out.row_slice(static_cast<int64_t>(i), 1), 0.0f);
   }
-  return all_reduce_sum(st, *table.comm, out);
+  st.ops.all_reduce_sum(out, *table.comm);
+  return {};
 }
 
-Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm, float eps,
-                     const VocabTable& head, std::vector<float>& logits) {
+Result<Tensor> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm, float eps,
+                       const VocabTable& head) {
   const int64_t rows = static_cast<int64_t>(st.logit_rows.size());
-  if (rows == 0) return {};
+  if (rows == 0) return Tensor{nullptr};
   const int64_t dim = hidden.ne[0];
   const Tensor& output = head.rows;
-  const int64_t vocab = output.rows();  // this rank's share
   auto picked = st.scratch(rows, dim);
-  auto out = st.scratch(rows, vocab);
+  auto out = st.scratch(rows, output.rows());  // this rank's share of the vocabulary
   if (!picked || !out) return Error{"out of memory for logits"};
   // Gather the wanted rows on the device (no host round trip inside the forward pass).
   for (int64_t i = 0; i < rows;) {
@@ -175,99 +157,16 @@ Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm,
                                  st.logit_rows[static_cast<size_t>(i)] + run)
       ++run;
     const float* src = hidden.f32() + st.logit_rows[static_cast<size_t>(i)] * dim;
-    st.device.copy(src, picked->f32() + i * dim, static_cast<size_t>(run * dim) * sizeof(float));
+    st.ops.copy(src, picked->f32() + i * dim, static_cast<size_t>(run * dim) * sizeof(float));
     i += run;
   }
-  st.device.rms_norm(*picked, &norm, eps, *picked);
-  TERN_TRY(st.device.matmul(output, *picked, *out));
-  const size_t at = logits.size();
-  const auto greedy_rows = static_cast<int64_t>(
-      std::count_if(st.greedy.begin(), st.greedy.end(), [](int32_t* g) { return g != nullptr; }));
-  if (head.comm == nullptr) {
-    if (greedy_rows > 0) {
-      // Greedy rows: argmax on the device, only the ids come back (then any rows whose logits
-      // are wanted, row by row).
-      auto ids = st.scratch(1, rows);
-      if (!ids) return ids.error();
-      auto* id_data = static_cast<int32_t*>(ids->data);
-      st.device.argmax_rows(*out, id_data);
-      // Rows with a temperature draw: sampled where the logits are, or (a device whose sampling
-      // is switched off) from the row brought back, with the same arithmetic.
-      const bool device_draws = st.device.samples_rows();
-      for (int64_t r = 0; r < rows && device_draws; ++r) {
-        if (const SampleDraw* draw = st.draws[static_cast<size_t>(r)]) {
-          st.device.sample_rows(out->row_slice(r, 1), std::span(draw, 1), id_data + r);
-        }
-      }
-      std::vector<int32_t> host_ids(static_cast<size_t>(rows));
-      st.device.download(id_data, host_ids.data(), host_ids.size() * sizeof(int32_t));
-      std::vector<float> drawn_row;
-      for (int64_t r = 0; r < rows; ++r) {
-        int32_t* target = st.greedy[static_cast<size_t>(r)];
-        const SampleDraw* draw = st.draws[static_cast<size_t>(r)];
-        if (target != nullptr && draw != nullptr && !device_draws) {
-          drawn_row.resize(static_cast<size_t>(vocab));
-          st.device.download(out->f32() + r * vocab, drawn_row.data(),
-                             static_cast<size_t>(vocab) * sizeof(float));
-          *target = pick_token(drawn_row, *draw);
-          continue;
-        }
-        if (target != nullptr) {
-          *target = host_ids[static_cast<size_t>(r)];
-          continue;
-        }
-        const size_t row_at = logits.size();
-        logits.resize(row_at + static_cast<size_t>(vocab));
-        st.device.download(out->f32() + r * vocab, logits.data() + row_at,
-                           static_cast<size_t>(vocab) * sizeof(float));
-      }
-      return {};
-    }
-    logits.resize(at + static_cast<size_t>(rows * vocab));
-    st.device.download(out->data, logits.data() + at,
-                       static_cast<size_t>(rows * vocab) * sizeof(float));
-    return {};
-  }
-  // Every rank sends [rows, chunk] (the last rank's share padded), then each row's slices are
-  // laid side by side in rank order.
-  const int ranks = head.comm->size();
-  const int64_t chunk = (head.vocab + ranks - 1) / ranks;
-  std::vector<float> mine(static_cast<size_t>(rows * chunk), 0.0f);
-  std::vector<float> local(static_cast<size_t>(rows * vocab));
-  st.device.download(out->data, local.data(), local.size() * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(local.data() + r * vocab, vocab, mine.data() + r * chunk);
-  }
-  std::vector<float> all(mine.size() * static_cast<size_t>(ranks));
-  TERN_TRY(head.comm->all_gather(mine.data(), mine.size(), all.data()));
-  logits.resize(at + static_cast<size_t>(rows * head.vocab));
-  for (int p = 0; p < ranks; ++p) {
-    const int64_t begin = chunk * p, count = std::min(chunk, head.vocab - begin);
-    if (count <= 0) continue;
-    const float* from = all.data() + static_cast<int64_t>(p) * rows * chunk;
-    for (int64_t r = 0; r < rows; ++r) {
-      std::copy_n(from + r * chunk, count, logits.data() + at + r * head.vocab + begin);
-    }
-  }
-  if (greedy_rows == 0) return {};
-  // Greedy rows under tensor parallelism: the whole row is here after the gather; take its
-  // argmax and drop it (rows kept in order).
-  size_t kept = at;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits.data() + at + r * head.vocab;
-    if (int32_t* target = st.greedy[static_cast<size_t>(r)]) {
-      const SampleDraw* draw = st.draws[static_cast<size_t>(r)];
-      *target =
-          draw != nullptr
-              ? pick_token(std::span<const float>(row, static_cast<size_t>(head.vocab)), *draw)
-              : static_cast<int32_t>(std::max_element(row, row + head.vocab) - row);
-      continue;
-    }
-    if (row != logits.data() + kept) std::copy_n(row, head.vocab, logits.data() + kept);
-    kept += static_cast<size_t>(head.vocab);
-  }
-  logits.resize(kept);
-  return {};
+  st.ops.rms_norm(*picked, norm, eps, *picked);
+  st.ops.matmul(output, *picked, *out);
+  if (head.comm == nullptr) return *out;
+  auto all = st.scratch(rows, head.vocab);
+  if (!all) return Error{"out of memory for logits"};
+  st.ops.gather_vocab(*out, *all, head.vocab, *head.comm);
+  return *all;
 }
 
 Result<VocabTable> load_vocab_table(WeightLoader& w, const std::string& name, int64_t hidden,

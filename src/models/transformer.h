@@ -12,25 +12,26 @@
 #include "kv/kv_cache.h"
 #include "models/model.h"
 #include "models/tensor_parallel.h"
+#include "ops/ops.h"
 
 namespace tern {
 
+// One step's recording state: the batch's ids, positions, KV slots and attention metadata
+// (kept by the plan), the ops front end, and scratch memory that lives as long as the plan.
 class ForwardState {
  public:
-  ForwardState(Device& device, KvCache& cache, std::span<SequenceBatch> batch);
+  ForwardState(Device& device, KvCache& cache, std::span<SequenceBatch> batch, StepPlan& plan);
 
-  Device& device;
+  Ops ops;
   KvCache& cache;
-  int64_t tokens = 0;              // new tokens in the batch
-  std::vector<int32_t> ids;        // [tokens]
-  std::vector<int32_t> positions;  // [tokens]
-  std::vector<int32_t> slots;      // [tokens] KV slot of each new token
-  std::vector<AttentionSequence> sequences;
-  std::vector<int64_t> logit_rows;       // batch rows whose logits are wanted
-  std::vector<int32_t*> greedy;          // per logit row: where its argmax goes instead (or null)
-  std::vector<const SampleDraw*> draws;  // per logit row with `greedy`: sampled with this instead
+  int64_t tokens = 0;                  // new tokens in the batch
+  std::span<const int32_t> ids;        // [tokens]
+  std::span<const int32_t> positions;  // [tokens]
+  std::span<const int32_t> slots;      // [tokens] KV slot of each new token
+  std::span<const AttentionSequence> sequences;
+  std::vector<int64_t> logit_rows;  // batch rows whose logits are wanted
 
-  // A fresh F32 buffer [rows, cols] that lives as long as this state.
+  // A fresh F32 buffer [rows, cols] that lives as long as the plan.
   Result<Tensor> scratch(int64_t rows, int64_t cols);
   // An F32 buffer [rows, cols] for one use inside a layer, the same memory for every layer
   // (ops run in order, so the next layer's writes come after this one's reads): without it a
@@ -54,19 +55,15 @@ class ForwardState {
   void commit();
 
  private:
+  Result<Tensor> hold(size_t bytes, int64_t rows, int64_t cols);
+  Device& device_;
   std::span<SequenceBatch> batch_;
-  std::vector<DeviceBuffer> buffers_;
-  std::vector<std::vector<uint64_t>> tree_masks_;  // per sequence: its token tree's ancestors
   struct Reused {
     void* data = nullptr;
     size_t bytes = 0;
   };
   std::array<Reused, static_cast<size_t>(Slot::kCount)> reused_{};
 };
-
-// Sums a row-parallel layer's partial output over the ranks: in place when the device computes
-// in host memory, through a host copy otherwise.
-Result<void> all_reduce_sum(ForwardState& st, Communicator& comm, Tensor& t);
 
 struct AttentionWeights {
   Tensor q, k, v, o;
@@ -102,7 +99,6 @@ struct MlpWeights {
   Tensor gate, up, down;
   Communicator* reduce = nullptr;  // tensor parallelism: down's output is a partial sum
 };
-enum class Activation { Silu, GeluTanh };
 
 // out = down(act(gate(x)) * up(x)).
 Result<void> gated_mlp(ForwardState& st, const MlpWeights& w, Activation act, const Tensor& x,
@@ -120,10 +116,11 @@ struct VocabTable {
 // out [tokens, hidden] = the embedding rows of st.ids (each rank adds the rows it holds).
 Result<void> embed(ForwardState& st, const VocabTable& table, Tensor& out);
 
-// Final norm and output projection of the rows in st.logit_rows; appends them to `logits`
-// (every rank gets the whole vocabulary's logits).
-Result<void> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm, float eps,
-                     const VocabTable& output, std::vector<float>& logits);
+// Final norm and output projection of the rows in st.logit_rows: the logits [rows, vocab] where
+// the device keeps them (every rank gets the whole vocabulary's); no data when no row is wanted.
+// Sampling them is sample/'s (the LM head only produces logits).
+Result<Tensor> lm_head(ForwardState& st, const Tensor& hidden, const Tensor& norm, float eps,
+                       const VocabTable& output);
 
 // The vocabulary table `name` [vocab x hidden]: this rank's rows under tensor parallelism.
 // `matmul`: used as a matmul weight (the LM head, tied or not), so the device may repack it.

@@ -89,6 +89,50 @@ int32_t Sampler::sample(std::span<const float> raw, std::span<const int32_t> his
   return pick_token(logits, draw());
 }
 
+RowSampling Sampler::next_row(std::span<const int32_t> history) {
+  RowSampling r;
+  r.greedy = params_.temperature == 0.0f;
+  if (!r.greedy) r.draw = draw();
+  const bool any = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                   params_.frequency_penalty != 0.0f;
+  if (any) {
+    // apply_penalties's counts, in the same order of tokens (the ops apply them in turn).
+    size_t begin = 0;
+    if (params_.penalty_window > 0 &&
+        history.size() > static_cast<size_t>(params_.penalty_window)) {
+      begin = history.size() - static_cast<size_t>(params_.penalty_window);
+    }
+    std::unordered_map<int32_t, int32_t> counts;
+    for (size_t i = begin; i < history.size(); ++i) {
+      if (history[i] >= 0) ++counts[history[i]];
+    }
+    for (const auto& [id, count] : counts) {
+      if (params_.repetition_penalty != 1.0f) r.repeated.push_back(id);
+      if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+        r.penalized.push_back(id);
+        r.penalties.push_back(
+            -(params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count)));
+      }
+    }
+    r.repetition_penalty = params_.repetition_penalty;
+  }
+  for (const auto& [id, bias] : params_.logit_bias) {
+    r.biased.push_back(id);
+    r.biases.push_back(bias);
+  }
+  return r;
+}
+
+std::vector<uint32_t> allowed_tokens(TokenConstraint& constraint, int64_t vocab) {
+  std::vector<float> probe(static_cast<size_t>(vocab), 0.0f);
+  constraint.apply(probe);
+  std::vector<uint32_t> bits(static_cast<size_t>((vocab + 31) / 32), 0u);
+  for (size_t t = 0; t < probe.size(); ++t) {
+    if (probe[t] != -INFINITY) bits[t / 32] |= 1u << (t % 32);
+  }
+  return bits;
+}
+
 SampleDraw Sampler::draw() {
   return {params_.temperature, params_.top_k, params_.top_p, params_.min_p, next_uniform()};
 }

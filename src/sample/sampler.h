@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "backend/device/sample_pick.h"
+#include "sample/row_sampling.h"
+#include "sample/token_constraint.h"
 #include "base/error.h"
 
 namespace tern {
@@ -30,6 +32,9 @@ struct SamplingParams {
   Result<void> validate(int64_t vocab) const;
 };
 
+// The constraint's mask over a vocabulary of `vocab` tokens (bit t of word t / 32: allowed).
+std::vector<uint32_t> allowed_tokens(TokenConstraint& constraint, int64_t vocab);
+
 class Sampler {
  public:
   explicit Sampler(SamplingParams params);
@@ -46,6 +51,9 @@ class Sampler {
   // token where the logits are, given draw() (which consumes the draw sample() would have).
   bool device_sampling() const { return params_.temperature > 0.0f && !changes_logits(); }
   SampleDraw draw();
+  // The next token's row state for a step plan, given the tokens so far (for the penalties):
+  // the same processors and pick as sample(), consuming the same draw.
+  RowSampling next_row(std::span<const int32_t> history);
   // The probability the sampler gave to each candidate after the last call (for logprobs).
   // Log-softmax of the processed logits (before truncation), one per vocabulary entry.
   static std::vector<float> log_softmax(std::span<const float> logits);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sched/step.h"
+
 namespace tern {
 
 Scheduler::Scheduler(Model& model, KvCache& cache, SchedulerOptions options)
@@ -19,8 +21,7 @@ uint64_t Scheduler::add(SequenceRequest request) {
   seq.prompt_tokens = static_cast<int64_t>(seq.tokens.size());
   seq.sampler = std::make_unique<Sampler>(std::move(request.sampling));
   seq.constraint = std::move(request.constraint);
-  seq.greedy_on_device = !request.needs_logits && seq.constraint == nullptr &&
-                         (seq.sampler->plain_greedy() || seq.sampler->device_sampling());
+  seq.needs_logits = request.needs_logits;
   seq.max_tokens = request.max_tokens;
   seq.hooks = std::move(request.hooks);
   waiting_.push_back(std::move(seq));
@@ -129,7 +130,9 @@ void Scheduler::step() {
     }
   }
   std::vector<SequenceBatch> batch;
+  std::vector<RowSampling> sampling;  // one per sequence whose last token gets logits
   std::vector<std::list<Sequence>::iterator> failed;
+  const int64_t vocab = model_.shape().vocab;
   for (auto& p : plan) {
     Sequence& s = *p.seq;
     if (!reserve(s.kv, s.kv.length + p.count)) {
@@ -141,12 +144,11 @@ void Scheduler::step() {
         std::span(s.tokens).subspan(static_cast<size_t>(s.kv.length), static_cast<size_t>(p.count));
     b.kv = &s.kv;
     b.last_logits = s.kv.length + p.count == static_cast<int64_t>(s.tokens.size());
-    if (b.last_logits && s.greedy_on_device) {
-      b.greedy_token = &s.greedy_token;
-      if (s.sampler->device_sampling()) {  // this token's draw, as sample() would take it
-        s.draw = s.sampler->draw();
-        b.draw = &s.draw;
-      }
+    if (b.last_logits) {
+      RowSampling r = s.sampler->next_row(s.tokens);
+      if (s.constraint) r.allowed = allowed_tokens(*s.constraint, vocab);
+      r.return_row = s.needs_logits;
+      sampling.push_back(std::move(r));
     }
     batch.push_back(b);
   }
@@ -157,30 +159,23 @@ void Scheduler::step() {
   }
   if (batch.empty()) return;
 
-  std::vector<float> logits;
-  auto ok = model_.forward(batch, cache_, logits);
-  if (!ok) {
-    for (auto& p : plan) finish(p.seq, SequenceEnd::Finished, &ok.error());
+  auto out = run_step(model_, cache_, batch, sampling);
+  if (!out) {
+    for (auto& p : plan) finish(p.seq, SequenceEnd::Finished, &out.error());
     return;
   }
-  const auto vocab = static_cast<size_t>(model_.shape().vocab);
-  size_t row = 0;
-  std::vector<float> masked;  // a constrained row
+  const auto row_size = static_cast<size_t>(vocab);
+  size_t row = 0, returned = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (!batch[i].last_logits) continue;
     auto it = plan[i].seq;
-    int32_t token = it->greedy_token;
+    const int32_t token = out->tokens[row];
     std::span<const float> l;
-    if (batch[i].greedy_token == nullptr) {
-      l = std::span<const float>(logits.data() + row * vocab, vocab);
-      ++row;
-      if (it->constraint) {  // constrained decoding: disallowed tokens get -inf before sampling
-        masked.assign(l.begin(), l.end());
-        it->constraint->apply(masked);
-        l = masked;
-      }
-      token = it->sampler->sample(l, it->tokens);
+    if (sampling[row].return_row) {
+      l = std::span<const float>(out->rows.data() + returned * row_size, row_size);
+      ++returned;
     }
+    ++row;
     if (it->constraint) it->constraint->accept(token);
     const bool more = it->hooks.on_token(token, l);
     it->tokens.push_back(token);

@@ -53,8 +53,8 @@ struct SequenceRequest {
   int64_t max_tokens = 512;
   SequenceHooks hooks;
   std::shared_ptr<TokenConstraint> constraint;  // masks the logits before sampling, or none
-  // False when on_token ignores its logits (no logprobs asked for): plain greedy decoding then
-  // takes the argmax where the logits are (on the GPU) and only the token id comes back.
+  // False when on_token ignores its logits (no logprobs asked for): only the token id comes
+  // back from the device.
   bool needs_logits = true;
 };
 
@@ -83,11 +83,7 @@ class Scheduler {
     SequenceKv kv;  // kv.length: computed
     std::unique_ptr<Sampler> sampler;
     std::shared_ptr<TokenConstraint> constraint;
-    // Plain greedy or penalty-free temperature sampling, no constraint, logits not needed: the
-    // forward writes the token (argmax, or what `draw` picks) to greedy_token.
-    bool greedy_on_device = false;
-    int32_t greedy_token = -1;
-    SampleDraw draw;
+    bool needs_logits = true;
     int64_t max_tokens = 0;
     SequenceHooks hooks;
   };

@@ -110,10 +110,10 @@ class CountingModel : public Model {
  public:
   explicit CountingModel(std::unique_ptr<Model> inner) : inner_(std::move(inner)) {}
   const ModelShape& shape() const override { return inner_->shape(); }
-  Result<void> forward(std::span<SequenceBatch> batch, KvCache& cache,
-                       std::vector<float>& logits) override {
+  Device& device() const override { return inner_->device(); }
+  Result<Tensor> forward(std::span<SequenceBatch> batch, KvCache& cache, StepPlan& plan) override {
     ++forwards;
-    return inner_->forward(batch, cache, logits);
+    return inner_->forward(batch, cache, plan);
   }
   int forwards = 0;
 
@@ -277,9 +277,9 @@ TEST_F(EngineTest, LogprobsAreADistribution) {
   EXPECT_EQ(seen, 3);
 }
 
-// Temperature sampling without penalties picks where the logits are (Device::sample_rows) unless
-// the request wants logprobs (then the host Sampler reads the whole row): both take the same draws
-// from the same seed and must pick the same tokens, and the Generator's path picks them too.
+// Temperature sampling picks where the logits are (sample/'s ops in the step plan), whether or
+// not the request also wants the row back for logprobs: both take the same draws from the same
+// seed and must pick the same tokens, and the Generator's path picks them too.
 TEST_F(EngineTest, SampledTokensAreTheSameWhereverTheyArePicked) {
   auto m = load();
   for (auto [temperature, top_p, top_k] :
@@ -297,14 +297,6 @@ TEST_F(EngineTest, SampledTokensAreTheSameWhereverTheyArePicked) {
     const auto on_device = sampled(false), on_host = sampled(true);
     ASSERT_EQ(on_device.size(), 24u);
     EXPECT_EQ(on_device, on_host) << "temperature " << temperature;
-    // A device that leaves sampling to its callers (the CUDA device while its kernel is off):
-    // the forward brings the drawn row back and picks from it.
-    auto* cpu = dynamic_cast<CpuDevice*>(m->device.get());
-    ASSERT_NE(cpu, nullptr);
-    cpu->set_samples_rows(false);
-    const auto picked_by_caller = sampled(false);
-    cpu->set_samples_rows(true);
-    EXPECT_EQ(picked_by_caller, on_device) << "temperature " << temperature;
     Generator g(*m);
     GenerateOptions go;
     go.max_tokens = 24;

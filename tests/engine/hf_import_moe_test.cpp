@@ -95,7 +95,7 @@ std::vector<float> logits_of(const GgufFile& file) {
   EXPECT_TRUE(cache->reserve(seq, static_cast<int64_t>(ids.size())));
   SequenceBatch b{ids, &seq, true};
   std::vector<float> logits;
-  auto ok = (*model)->forward({&b, 1}, *cache, logits);
+  auto ok = forward_logits(**model, {&b, 1}, *cache, logits);
   EXPECT_TRUE(ok.ok()) << ok.error().message;
   return logits;
 }

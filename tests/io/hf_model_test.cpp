@@ -48,7 +48,7 @@ std::vector<float> run(const GgufFile& file, const std::vector<int32_t>& ids) {
   EXPECT_TRUE(cache->reserve(seq, static_cast<int64_t>(ids.size())));
   SequenceBatch b{ids, &seq, true};
   std::vector<float> logits;
-  auto ok = (*model)->forward({&b, 1}, *cache, logits);
+  auto ok = forward_logits(**model, {&b, 1}, *cache, logits);
   EXPECT_TRUE(ok.ok()) << ok.error().message;
   return logits;
 }

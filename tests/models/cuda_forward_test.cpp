@@ -60,7 +60,7 @@ std::vector<float> run(const GgufFile& file, Device& device, const std::vector<i
     const size_t n = std::min(chunk, ids.size() - at);
     EXPECT_TRUE(cache->reserve(seq, seq.length + static_cast<int64_t>(n)));
     SequenceBatch b{std::span(ids).subspan(at, n), &seq, true};
-    auto ok = (*model)->forward({&b, 1}, *cache, logits);
+    auto ok = forward_logits(**model, {&b, 1}, *cache, logits);
     EXPECT_TRUE(ok.ok()) << ok.error().message;
   }
   return logits;
@@ -80,10 +80,10 @@ std::vector<float> run_tree(const GgufFile& file, Device& device,
   EXPECT_TRUE(cache->reserve(seq, static_cast<int64_t>(prefix.size() + draft.size())));
   std::vector<float> ignored, logits;
   SequenceBatch head{prefix, &seq, false};
-  EXPECT_TRUE((*model)->forward({&head, 1}, *cache, ignored).ok());
+  EXPECT_TRUE(forward_logits(**model, {&head, 1}, *cache, ignored).ok());
   SequenceBatch tree{draft, &seq, true};
   tree.tree_parents = parents;
-  auto ok = (*model)->forward({&tree, 1}, *cache, logits);
+  auto ok = forward_logits(**model, {&tree, 1}, *cache, logits);
   EXPECT_TRUE(ok.ok()) << ok.error().message;
   return logits;
 }

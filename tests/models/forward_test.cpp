@@ -11,6 +11,7 @@
 
 #include "backend/cpu_device/cpu_device.h"
 #include "models/model.h"
+#include "sched/step.h"
 #include "synthetic_model.h"
 
 namespace tern {
@@ -51,7 +52,7 @@ class ForwardTest : public ::testing::TestWithParam<std::string> {
       const size_t n = std::min(chunk, tokens.size() - at);
       EXPECT_TRUE(kv.reserve(seq, seq.length + static_cast<int64_t>(n)));
       SequenceBatch b{std::span(tokens).subspan(at, n), &seq, true};
-      auto ok = model_->forward({&b, 1}, kv, all);
+      auto ok = forward_logits(*model_, {&b, 1}, kv, all);
       EXPECT_TRUE(ok.ok()) << ok.error().message;
     }
     kv.release(seq);
@@ -122,7 +123,7 @@ TEST_P(ForwardTest, OneBatchOfSeveralSequencesMatchesSeparateRuns) {
     ASSERT_TRUE(kv->reserve(seqs[i], static_cast<int64_t>(head)));
     batch.push_back({std::span(prompts[i]).first(head), &seqs[i], false});
   }
-  ASSERT_TRUE(model_->forward(batch, *kv, first).ok());
+  ASSERT_TRUE(forward_logits(*model_, batch, *kv, first).ok());
   batch.clear();
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE(kv->reserve(seqs[i], static_cast<int64_t>(prompts[i].size())));
@@ -130,7 +131,7 @@ TEST_P(ForwardTest, OneBatchOfSeveralSequencesMatchesSeparateRuns) {
         {std::span(prompts[i]).subspan(static_cast<size_t>(seqs[i].length)), &seqs[i], true});
   }
   std::vector<float> rest;
-  ASSERT_TRUE(model_->forward(batch, *kv, rest).ok());
+  ASSERT_TRUE(forward_logits(*model_, batch, *kv, rest).ok());
   size_t row = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const size_t head = prompts[i].size() / 2;
@@ -143,39 +144,44 @@ TEST_P(ForwardTest, OneBatchOfSeveralSequencesMatchesSeparateRuns) {
   EXPECT_EQ(row * vocab, rest.size());
 }
 
-TEST_P(ForwardTest, GreedyTokensAreTheArgmaxOfTheLogitsTheyReplace) {
+TEST_P(ForwardTest, StepSamplingPicksTheArgmaxOfTheLogitsWhereTheyAre) {
   // One batch of three sequences, run twice: once returning every sequence's last logits, once
-  // with the first and last asking for their argmax instead. The second run returns the middle
-  // sequence's row alone, and the ids are the first index of the maximum of the rows they
-  // replace (the same batch gives the same logits).
+  // through the engine's step (sched/step.h) with the first and last picking their argmax in the
+  // plan and the middle one returning its row. The step returns the middle sequence's row
+  // alone, and the ids are the first index of the maximum of the rows they replace (the same
+  // batch gives the same logits).
   auto kv = cache();
   const std::vector<std::vector<int32_t>> prompts = {prompt(9, 4), prompt(5, 5), prompt(13, 6)};
   const size_t vocab = static_cast<size_t>(model_->shape().vocab);
-  std::vector<int32_t> greedy(prompts.size(), -1);
-  auto run_batch = [&](bool ask_greedy) {
+  std::vector<float> full;
+  StepOutputs step;
+  for (bool sampled : {false, true}) {
     std::vector<SequenceKv> seqs(prompts.size());
     std::vector<SequenceBatch> batch;
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_TRUE(kv->reserve(seqs[i], static_cast<int64_t>(prompts[i].size())));
-      SequenceBatch b{std::span(prompts[i]), &seqs[i], false};
-      if (ask_greedy && i != 1) b.greedy_token = &greedy[i];
-      batch.push_back(b);
+      batch.push_back(SequenceBatch{std::span(prompts[i]), &seqs[i], false});
     }
-    std::vector<float> logits;
-    EXPECT_TRUE(model_->forward(batch, *kv, logits).ok());
+    if (sampled) {
+      std::vector<RowSampling> rows(3);
+      rows[1] = RowSampling::scored();
+      auto out = run_step(*model_, *kv, batch, rows);
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      step = *out;
+    } else {
+      EXPECT_TRUE(forward_logits(*model_, batch, *kv, full).ok());
+    }
     for (auto& s : seqs) kv->release(s);
-    return logits;
-  };
-  const auto full = run_batch(false);
+  }
   ASSERT_EQ(full.size(), 3 * vocab);
-  const auto partial = run_batch(true);
-  ASSERT_EQ(partial.size(), vocab) << "only the middle sequence's row comes back";
-  EXPECT_EQ(max_abs_diff(partial, std::span(full).subspan(vocab, vocab)), 0.0f);
-  EXPECT_EQ(greedy[1], -1);
+  ASSERT_EQ(step.rows.size(), vocab) << "only the middle sequence's row comes back";
+  EXPECT_EQ(max_abs_diff(step.rows, std::span(full).subspan(vocab, vocab)), 0.0f);
+  ASSERT_EQ(step.tokens.size(), 3u);
+  EXPECT_EQ(step.tokens[1], -1);
   for (size_t i : {size_t{0}, size_t{2}}) {
     auto row = std::span(full).subspan(i * vocab, vocab);
     const auto want = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    EXPECT_EQ(greedy[i], want) << "sequence " << i;
+    EXPECT_EQ(step.tokens[i], want) << "sequence " << i;
   }
 }
 
@@ -192,10 +198,10 @@ TEST_P(ForwardTest, ATokenTreeGivesEachBranchItsOwnPathsLogits) {
   ASSERT_TRUE(kv->reserve(seq, static_cast<int64_t>(prefix.size() + draft.size())));
   std::vector<float> ignored, tree;
   SequenceBatch head{prefix, &seq, false};
-  ASSERT_TRUE(model_->forward({&head, 1}, *kv, ignored).ok());
+  ASSERT_TRUE(forward_logits(*model_, {&head, 1}, *kv, ignored).ok());
   SequenceBatch b{draft, &seq, true};
   b.tree_parents = parents;
-  ASSERT_TRUE(model_->forward({&b, 1}, *kv, tree).ok());
+  ASSERT_TRUE(forward_logits(*model_, {&b, 1}, *kv, tree).ok());
   ASSERT_EQ(tree.size(), draft.size() * vocab);
   kv->release(seq);
   for (size_t i = 0; i < draft.size(); ++i) {
@@ -221,7 +227,7 @@ TEST_P(ForwardTest, MalformedTokenTreesAreRefused) {
   for (const auto& parents : bad) {
     SequenceBatch b{tokens, &seq, true};
     b.tree_parents = parents;
-    auto r = model_->forward({&b, 1}, *kv, logits);
+    auto r = forward_logits(*model_, {&b, 1}, *kv, logits);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().message.find("tree"), std::string::npos) << r.error().message;
     EXPECT_EQ(seq.length, 0) << "a refused batch leaves the sequence as it was";

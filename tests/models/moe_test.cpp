@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "backend/cpu_device/cpu_device.h"
+#include "backend/device/moe_routing.h"
 #include "models/model.h"
 #include "models/weights.h"
 #include "synthetic_model.h"
@@ -20,7 +21,7 @@ TEST(MoeRouting, PicksTheTopExpertsWithSoftmaxWeights) {
   MoeConfig cfg{.experts = 4, .used = 2, .ffn = 8, .normalize = false};
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.0f,   // token 0: experts 1, 3
                                      3.0f, 0.0f, 0.0f,  3.5f};  // token 1: experts 3, 0
-  const Routing r = route_tokens(logits, 2, cfg);
+  const Routing r = route_tokens(logits, 2, MoeRouting{cfg.experts, cfg.used, 0, cfg.normalize});
   ASSERT_EQ(r.expert, (std::vector<int32_t>{1, 3, 3, 0}));
   auto softmax = [&](size_t t, size_t e) {
     double total = 0;
@@ -33,7 +34,7 @@ TEST(MoeRouting, PicksTheTopExpertsWithSoftmaxWeights) {
   EXPECT_NEAR(r.weight[3], softmax(1, 0), 1e-6);
 
   cfg.normalize = true;
-  const Routing n = route_tokens(logits, 2, cfg);
+  const Routing n = route_tokens(logits, 2, MoeRouting{cfg.experts, cfg.used, 0, cfg.normalize});
   EXPECT_EQ(n.expert, r.expert);
   EXPECT_NEAR(n.weight[0] + n.weight[1], 1.0f, 1e-6);
   EXPECT_NEAR(n.weight[0] / n.weight[1], r.weight[0] / r.weight[1], 1e-5);
@@ -42,7 +43,7 @@ TEST(MoeRouting, PicksTheTopExpertsWithSoftmaxWeights) {
 TEST(MoeRouting, TiesGoToTheLowerExpert) {
   const MoeConfig cfg{.experts = 4, .used = 2, .ffn = 8, .normalize = true};
   const std::vector<float> logits = {1.0f, 1.0f, 1.0f, 1.0f};
-  const Routing r = route_tokens(logits, 1, cfg);
+  const Routing r = route_tokens(logits, 1, MoeRouting{cfg.experts, cfg.used, 0, cfg.normalize});
   EXPECT_EQ(r.expert, (std::vector<int32_t>{0, 1}));
   EXPECT_NEAR(r.weight[0], 0.5f, 1e-6);
 }
@@ -88,11 +89,13 @@ TEST_F(MoeModel, BlockEqualsTheWeightedSumOfItsExperts) {
   Tensor xt;
   xt.data = x.data();
   xt.ne = {hidden, tokens, 1, 1};
-  ForwardState st(device_, *kv, none);
+  StepPlan plan;
+  ForwardState st(device_, *kv, none, plan);
   st.tokens = tokens;
   auto out = st.scratch(tokens, hidden);
   ASSERT_TRUE(out.ok());
   ASSERT_TRUE(sparse_moe(st, *moe, cfg, xt, *out).ok());
+  ASSERT_TRUE(device_.execute(plan).ok());
 
   // Router and experts by hand, one token at a time.
   std::vector<float> logits(static_cast<size_t>(tokens * cfg.experts));
@@ -100,13 +103,14 @@ TEST_F(MoeModel, BlockEqualsTheWeightedSumOfItsExperts) {
   lt.data = logits.data();
   lt.ne = {cfg.experts, tokens, 1, 1};
   ASSERT_TRUE(device_.matmul(moe->router, xt, lt).ok());
-  const Routing r = route_tokens(logits, tokens, cfg);
+  const Routing r =
+      route_tokens(logits, tokens, MoeRouting{cfg.experts, cfg.used, 0, cfg.normalize});
   float worst = 0, scale = 0;
   for (int64_t t = 0; t < tokens; ++t) {
     std::vector<float> want(static_cast<size_t>(hidden), 0.0f);
     for (int64_t k = 0; k < cfg.used; ++k) {
       const auto slot = static_cast<size_t>(t * cfg.used + k);
-      const MlpWeights& e = moe->experts[static_cast<size_t>(r.expert[slot])];
+      const ExpertMlp& e = moe->experts[static_cast<size_t>(r.expert[slot])];
       std::vector<float> g(static_cast<size_t>(cfg.ffn)), u(g.size()), y(want.size());
       Tensor xr = xt.row_slice(t, 1), gt, ut, yt;
       gt.data = g.data();

@@ -74,7 +74,7 @@ std::vector<float> run(Loaded& m, std::span<const int32_t> tokens, size_t chunk)
     const size_t n = std::min(chunk, tokens.size() - at);
     EXPECT_TRUE(m.cache->reserve(seq, seq.length + static_cast<int64_t>(n)));
     SequenceBatch b{tokens.subspan(at, n), &seq, true};
-    auto ok = m.model->forward({&b, 1}, *m.cache, all);
+    auto ok = forward_logits(*m.model, {&b, 1}, *m.cache, all);
     EXPECT_TRUE(ok.ok()) << ok.error().message;
   }
   m.cache->release(seq);
@@ -172,7 +172,7 @@ TEST_P(TpSynthetic, PrefillDecodeAndBatchesMatchOneRank) {
   ASSERT_TRUE(share->cache->reserve(a, 9) && share->cache->reserve(b, 23));
   std::vector<SequenceBatch> batch = {{ta, &a, false}, {tb, &b, true}};
   std::vector<float> got;
-  ASSERT_TRUE(share->model->forward(batch, *share->cache, got).ok());
+  ASSERT_TRUE(forward_logits(*share->model, batch, *share->cache, got).ok());
   const auto vocab = static_cast<size_t>(share->model->shape().vocab);
   ASSERT_EQ(got.size(), (1 + 23) * vocab);
   const auto alone_a = run(*whole, ta, ta.size());
@@ -196,10 +196,10 @@ TEST_P(TpSynthetic, ATokenTreeThroughTheLeaderMatchesOneRank) {
     EXPECT_TRUE(cache.reserve(seq, static_cast<int64_t>(prefix.size() + draft.size())));
     std::vector<float> ignored, logits;
     SequenceBatch head{prefix, &seq, false};
-    EXPECT_TRUE(model.forward({&head, 1}, cache, ignored).ok());
+    EXPECT_TRUE(forward_logits(model, {&head, 1}, cache, ignored).ok());
     SequenceBatch tree{draft, &seq, true};
     tree.tree_parents = parents;
-    auto ok = model.forward({&tree, 1}, cache, logits);
+    auto ok = forward_logits(model, {&tree, 1}, cache, logits);
     EXPECT_TRUE(ok.ok()) << ok.error().message;
     cache.release(seq);
     return logits;
@@ -242,11 +242,11 @@ std::vector<float> last_logits(Loaded& m, std::span<const int32_t> prompt, bool 
   EXPECT_TRUE(m.cache->reserve(seq, static_cast<int64_t>(prompt.size())));
   const size_t head = decode_last ? prompt.size() - 1 : prompt.size();
   SequenceBatch b{prompt.first(head), &seq, false};
-  EXPECT_TRUE(m.model->forward({&b, 1}, *m.cache, logits).ok());
+  EXPECT_TRUE(forward_logits(*m.model, {&b, 1}, *m.cache, logits).ok());
   if (decode_last) {
     logits.clear();
     SequenceBatch d{prompt.subspan(head), &seq, false};
-    EXPECT_TRUE(m.model->forward({&d, 1}, *m.cache, logits).ok());
+    EXPECT_TRUE(forward_logits(*m.model, {&d, 1}, *m.cache, logits).ok());
   }
   m.cache->release(seq);
   return logits;
@@ -292,8 +292,8 @@ void compare_greedy(const char* env, const char* label, bool quantized,
     ASSERT_TRUE(whole->cache->reserve(s1, s1.length + static_cast<int64_t>(next.size())));
     ASSERT_TRUE(share->cache->reserve(sn, sn.length + static_cast<int64_t>(next.size())));
     SequenceBatch b1{next, &s1, false}, bn{next, &sn, false};
-    ASSERT_TRUE(whole->model->forward({&b1, 1}, *whole->cache, l1).ok());
-    ASSERT_TRUE(share->model->forward({&bn, 1}, *share->cache, ln).ok());
+    ASSERT_TRUE(forward_logits(*whole->model, {&b1, 1}, *whole->cache, l1).ok());
+    ASSERT_TRUE(forward_logits(*share->model, {&bn, 1}, *share->cache, ln).ok());
     const auto a1 = std::max_element(l1.begin(), l1.end()) - l1.begin();
     const auto an = std::max_element(ln.begin(), ln.end()) - ln.begin();
     if (a1 != an) {

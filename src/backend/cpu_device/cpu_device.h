@@ -19,10 +19,6 @@ class CpuDevice final : public Device {
   void download(const void* device_data, void* host, size_t bytes) override;
   void copy(const void* src, void* dst, size_t bytes) override;
   bool reads_host_memory() const override { return true; }
-  // Tests switch sample_rows off to run the callers' other path (the row brought back and
-  // picked by pick_token), which the CUDA device takes while its kernel is off.
-  bool samples_rows() const override { return samples_rows_; }
-  void set_samples_rows(bool on) { samples_rows_ = on; }
 
   // Q8_0/Q5_0/Q4_K/Q6_K weights with rows % 16 == 0 are packed (backend/cpu/packed.h) on AVX-512
   // VNNI CPUs, unless TERN_PACKED_WEIGHTS=0.
@@ -50,7 +46,6 @@ class CpuDevice final : public Device {
 
  private:
   ThreadPool pool_;
-  bool samples_rows_ = true;
 };
 
 }  // namespace tern

@@ -8,15 +8,9 @@
 #include <cstdint>
 #include <span>
 
-namespace tern {
+#include "ops/op_params.h"
 
-struct SampleDraw {
-  float temperature = 1.0f;  // > 0
-  int32_t top_k = 0;         // 0: off
-  float top_p = 1.0f;        // 1: off
-  float min_p = 0.0f;        // 0: off
-  double uniform = 0.0;      // the draw, in [0, 1)
-};
+namespace tern {
 
 int32_t pick_token(std::span<const float> logits, const SampleDraw& draw);
 
