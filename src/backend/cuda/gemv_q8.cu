@@ -302,8 +302,8 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
 // The gate/up pair kernel's output quantization (Q8Output, when quant.qs is set): each row's
 // writer counts its group of 256 rows done; the warp that counts the 256th reads the group back
 // from L2 and quantizes it as quantize_q8 would, then zeroes the count for the next launch.
-// Why: a quantize launch of its own a layer costs ~2.4 us of a graph's time (session h: 72
-// launches fewer a step took 173 us off). Not yet run on a GPU: TERN_CUDA_Q8_OUTPUT=1.
+// Why: a quantize launch of its own a layer costs ~2.4 us of a graph's time. Off by default
+// (TERN_CUDA_Q8_OUTPUT=1): it measured slower in the decode step (H100; bench/README.md).
 __device__ __forceinline__ void quantize_finished_group(const Q8Output& quant, const float* out,
                                                         int64_t row) {
   const int lane = static_cast<int>(threadIdx.x % 32);
