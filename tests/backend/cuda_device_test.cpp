@@ -3,7 +3,7 @@
 // get_rows, the element-wise ops, RoPE, and store_kv + paged attention for every KV type over
 // several sequences of different lengths with scattered block tables, sliding window and
 // soft-capping. Skipped when no CUDA GPU is present. The largest error of each case is printed
-// (and recorded as a test property) for bench/cuda-notes.md.
+// (and recorded as a test property) for bench/README.md and bench/results/.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 // Why not a fixed count: an 8-bit activation that rounds the other way moves logits by a few
 // hundredths, and these small models' greedy continuations meet near-ties within a few dozen
 // tokens. Measured on this repository's CPU (tools/compare/greedy_agreement.py,
-// bench/results/2026-12-05-greedy-agreement-cpu-paths.md), the CPU's AVX2 path against its scalar
+// bench/results/greedy-agreement.md), the CPU's AVX2 path against its scalar
 // path: SmolLM2 Q4_1 2 of 20 identical, top-1 98.1%, rel rms 0.054; Gemma 3 270M Q4_K_M 9 of 20,
 // 99.1%, 0.071, three divergences with margins of 0.8-1.4. The first measure (95% of
 // the continuations identical) is beyond any two differently ordered float sums on these files.

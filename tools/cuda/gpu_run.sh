@@ -392,7 +392,7 @@ if [[ " $stages " == *" decode16k "* ]]; then
   fi
 fi
 if [[ " $stages " == *" pending "* ]]; then
-  # The defaults not yet timed inside the decode step (bench/cuda-notes.md's latest session
+  # The defaults not yet timed inside the decode step (bench/README.md's "Open (CUDA)"
   # says why and predicts): the wide Q8_0 loads (gemv_q8.cu's q8_wide, default since 2026-12-07
   # on a kernel-alone figure): `CudaOps.*` with the old loads (TERN_CUDA_GEMV_Q8_WIDE=0), then
   # Q8_0 decode after 512 tokens, the default against the old loads, interleaved

@@ -1,6 +1,6 @@
 // AVX2 activation quantizers: fp32 row -> int8 blocks (kernels.h formats Q8x32 and Q8x256).
-// Bandwidth not measured on its own: its time is included in the single-thread kernel figures of
-// bench/results/2026-12-02-cpu-matvec.md (one row of 4096 activations per 512-row matvec).
+// Bandwidth not measured on its own: its time is inside the dot kernels' single-thread figures
+// (bench/results/cpu-kernels.md: one row of 4096 activations per 512-row matvec).
 // Reads cols floats, writes cols int8 + one fp32 scale per block + block / 16-element sums.
 // Bit-identical to the scalar quantize_acts_* in quantize.cpp: the same amax, the same fp32
 // x * (127 / amax) product (no FMA involved) and vcvtps2dq's round-to-nearest-even, which is what

@@ -3,7 +3,7 @@
 // vpmaddubsw + vpmaddwd): Q8_0, IQ4_NL, IQ4_XS (signed levels via vpsignb), Q4_0, Q4_1, Q5_0,
 // Q5_1 (unsigned codes, offset and min through the activation block sums), Q2_K, Q3_K, Q4_K, Q5_K,
 // Q6_K (per-sub-block int16 scales, mins/offsets through the 16-element bsums), F32/F16/BF16 (fp32
-// FMA). Measured single core in cache (bench/results/2026-12-02-cpu-matvec.md): Q2_K/Q3_K 7.2,
+// FMA). Measured single core in cache (bench/results/cpu-kernels.md): Q2_K/Q3_K 7.2,
 // Q4_0 12, Q4_1 17, Q5_0 13, Q5_1 15, IQ4_NL 12.6, IQ4_XS 14, Q4_K-Q6_K 18-19, BF16 23, Q8_0 30
 // GB/s, i.e. 1.1-5x a core's share of DRAM bandwidth; the DRAM fraction of this path has not been
 // measured yet (TERN_CPU_PATH=avx2 bench_cpu_matvec). Built with -mavx2: only intrinsics and this

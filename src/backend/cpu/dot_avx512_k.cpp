@@ -4,7 +4,7 @@
 // Kernels: Q4_K / Q5_K (codes 0..31, vpmaddubsw + vpdpwssd against the 6-bit scales, mins through
 // the 16-element activation sums), Q6_K / Q3_K / Q2_K (same, scales spread with vpermw), IQ4_XS
 // (table value + 128 through vpdpbusd, int32 scale multiply). Measured
-// (bench/results/2026-12-02-cpu-matvec.md, 2 Sapphire Rapids cores, shared and noisy): fraction of
+// (bench/results/cpu-kernels.md, 2 Sapphire Rapids cores, shared and noisy): fraction of
 // all-core read bandwidth, DRAM-resident weights: Q4_K 0.69-0.90, Q6_K 0.90-1.0 (quiet run); Q5_K
 // 0.47, Q3_K 0.46, IQ4_XS 0.45, Q2_K 0.39 (run under load 3-6: lower bounds). Single core in cache:
 // Q2_K 12.5, Q3_K 14, Q4_K 23, Q5_K 24, Q6_K 29, IQ4_XS 15 GB/s, i.e. 2-5x a core's share of DRAM

@@ -3,7 +3,7 @@
 // row from L1/L2; writes one float.
 // Kernels: Q8_0 (|w| . sign(x, w) with vpdpbusd), Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL (codes made
 // unsigned, one 256-bit vpdpbusd per block, the offset or min folded in through Acts::ds),
-// F32/F16/BF16 (fp32 FMA). Measured (bench/results/2026-12-02-cpu-matvec.md, 2 Sapphire Rapids
+// F32/F16/BF16 (fp32 FMA). Measured (bench/results/cpu-kernels.md, 2 Sapphire Rapids
 // cores, shared and noisy): fraction of all-core read bandwidth, DRAM-resident weights: Q8_0
 // 0.89-0.96, Q4_0 0.72-0.86, BF16 0.82-0.87 (quiet run); Q4_1 0.59, Q5_0 0.59, Q5_1 0.55, IQ4_NL
 // 0.53 (run under load 3-6: lower bounds). Single core in cache: Q4_0 18, Q4_1 20, Q5_0 19, Q5_1

@@ -13,7 +13,8 @@
 //
 // Reads: one weight row (GGUF blocks) and the prepared activations of the rows (from L1/L2:
 // matmul.cpp keeps a group of rows hot while it walks a tile of weight rows). Writes: one float
-// per activation row. Measured: bench/results/2026-12-05-cpu-avx2-attention.md (prefill).
+// per activation row. Measured end to end only (prefill against llama.cpp on an AVX2 AMD EPYC:
+// bench/results/cpu-vs-llamacpp.md); its fraction alone is not measured.
 #include <immintrin.h>
 
 #include <cstring>

@@ -14,8 +14,8 @@
 // Q4_K and Q6_K: the dot kernels' per-block structure (vpmaddubsw + vpdpwssd against the spread
 // sub-block scales), with the codes and scale vectors of a super-block decoded once for all rows.
 //
-// Measured: see the header of bench/results/2026-12-02-cpu-vs-llamacpp.md (prefill of the real
-// models and the random Qwen3-1.7B files, 2 cores, against llama.cpp).
+// Measured end to end only (prefill of the real models against llama.cpp, 2 AVX-512 cores:
+// bench/results/cpu-vs-llamacpp.md); its fraction alone is not measured.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

@@ -7,16 +7,15 @@
 // row's lane), the mins the activations' 16-element sums the same way.
 //
 // Why: the row-major AVX2 kernel (gemm_avx2.cpp) decodes a weight row's super-block and
-// multiplies it into each activation row with a horizontal sum at the end; it ran at ~0.15
-// vpmaddubsw a cycle (2026-12-05, AMD EPYC, AVX2). Here every vpmaddubsw feeds 8 rows' lanes.
+// multiplies it into each activation row with a horizontal sum at the end (~0.15 vpmaddubsw a
+// cycle). Here every vpmaddubsw feeds 8 rows' lanes.
 //
-// Q6_K the same way (codes 0..63: two vpmaddubsw steps an int16 sum, then vpmaddwd by the scales;
-// the offset of 32 through the 16-element sums) was correct but slower than gemm_avx2.cpp's
-// row-major kernel (2026-12-05: 4096x4096 matvec 970 -> 1097 us, Q6_K-file prefill 51 -> 39
-// tok/s): the two extra bits cost 8 more instructions a load. Q6_K stays row-major on AVX2.
+// Q6_K stays row-major on AVX2: packed the same way (codes 0..63: two vpmaddubsw steps an int16
+// sum) it was correct but slower, the two extra bits cost 8 more instructions a load.
 //
 // Reads: the group's packed blocks and the activations (Q8x256: qs, d, bsums) of the rows.
-// Writes: y[j * y_stride + 0..15] for each activation row j. Measured: bench/cpu-notes.md.
+// Writes: y[j * y_stride + 0..15] for each activation row j. Measured end to end only (prefill
+// +35-66% over the row-major kernels on an AVX2 AMD EPYC: bench/results/cpu-vs-llamacpp.md).
 #include <immintrin.h>
 
 #include "backend/cpu/kernels.h"

@@ -1,7 +1,7 @@
 // matvec / matmul drivers: validate shapes, quantize activations into scratch, and split weight
 // rows over the thread pool. Each weight row is read once per call (matmul keeps a tile of rows
 // hot in cache while it visits every activation row). The bandwidth numbers of the kernels are in
-// their own files and in bench/results/.
+// their own files and in bench/results/cpu-kernels.md.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -200,7 +200,7 @@ Result<void> matmul(TensorType type, const void* w, int64_t rows, int64_t cols, 
   const DotFn dot = pick_kernel(type, path);
   detail::GemmKernel gemm;
   // n = 1 keeps the dot kernels: in DRAM-resident matvecs the multi-row kernel is 20-60% slower
-  // (bench/results/2026-12-03-cpu-matvec.md). Rows of the multi-row kernel do not depend on
+  // (bench/results/cpu-kernels.md). Rows of the multi-row kernel do not depend on
   // their group, so the scheduler recomputes at least two prompt tokens after a prefix hit.
   if (n > 1 && path == CpuPath::Avx512) gemm = detail::gemm_avx512(type);
   if (n > 1 && path == CpuPath::Avx2) gemm = detail::gemm_avx2(type);

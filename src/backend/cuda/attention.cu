@@ -1,9 +1,9 @@
-// attention: decode attention's dispatch. It picks the kernel for a step (decode_attention_kernel:
-// v2, v4 or the tensor-core one), the fewest keys a context split takes and the blocks a
-// multiprocessor gets for it (cuda_device_attention.cpp chooses the splits from them), runs it,
-// and merges the splits (attention_combine.cu). The kernels: attention_decode_v2.cu (any cache
-// type), attention_decode_v4.cu (F16/BF16, heads of 64, 128 or 256), attention_decode_mma.cu
-// (the tensor cores, F16). Prefill attention: attention_prefill*.cu.
+// attention: the decode attention's dispatch, no kernel of its own (so no roofline figure): picks
+// the kernel for a step (decode_attention_kernel), the fewest keys a context split takes and the
+// blocks a multiprocessor gets (cuda_device_attention.cpp chooses the splits from them), runs it
+// and merges the splits (attention_combine.cu). The kernels: attention_decode_any_cache.cu ("v2":
+// any cache type), attention_decode_f16_bf16.cu ("v4": F16/BF16, heads of 64, 128 or 256),
+// attention_decode_mma.cu (the tensor cores, F16). Prefill attention: attention_prefill*.cu.
 #include <cstdlib>
 #include <cstring>
 
@@ -11,11 +11,8 @@
 
 namespace tern::cuda {
 
-// The tensor-core kernel from this many keys on (the most a token of the batch sees). Measured
-// 2026-12-05 (H100, Qwen3-8B-shaped files, decode steps, `tern bench -p N -n 64`): after 16K
-// tokens it gains 7% on Q4_K_M, 2% on Q8_0 and 3.5% on BF16 (decode attention 48 -> 37 us a
-// layer); after 8K 5.5%, -1.3%, +0.7%; after 1-4K it loses 3-7% on Q8_0 and 1-3% on BF16 (the
-// products around it run slower; not explained) and gains 0-4% on Q4_K_M.
+// The tensor-core kernel from this many keys on (the most a token of the batch sees): it wins
+// after 8K-16K tokens and loses on Q8_0/BF16 files below 8K (H100 decode steps; bench/README.md).
 constexpr int64_t kMmaFromKeys = 8192;
 
 DecodeAttentionKernel decode_attention_kernel(TensorType kv_type, int64_t head_dim, int64_t group,
@@ -28,9 +25,8 @@ DecodeAttentionKernel decode_attention_kernel(TensorType kv_type, int64_t head_d
   const bool v4 = (kv_type == TensorType::F16 || kv_type == TensorType::BF16) &&
                   (head_dim == 64 || head_dim == 128 || head_dim == 256);
   // Groups that v4 cuts into uneven blocks (3 query heads a KV head: blocks of 2 and 1) read the
-  // keys twice with idle lanes; the tensor-core kernel takes up to 8 heads in one block.
-  // Measured 2026-12-05 (H100, SmolLM2-135M Q4_1, group 3, heads of 64): decode after 1K tokens
-  // 967 -> 1,050 tok/s, after 7K 807 -> 836.
+  // keys twice with idle lanes; the tensor-core kernel takes up to 8 heads in one block (faster
+  // for SmolLM2's group of 3 at every context measured: bench/README.md).
   const bool uneven = v4 && group % decode_attention_v4_heads_per_block(group, head_dim) != 0;
   const bool mma = decode_attention_mma_supported(kv_type, head_dim);
   if (mma && (forced == 5 || (forced == 0 && (max_keys >= kMmaFromKeys || uneven))))

@@ -3,8 +3,8 @@
 // one head's (or a 256-value group's heads') splits and writes out, and with out_q8 its 8-bit
 // copy for the o projection (so no quantize launch follows).
 // Reads: tokens x heads x splits x (head_dim + 2) floats. Writes: out [tokens, heads, head_dim]
-// (and out_q8). Latency-bound: ~2.4 us a launch inside the decode step at 512 keys and ~5.1 us
-// after 16K (2026-12-06, H100, TERN_CUDA_SKIP_KERNELS), for well under 1 MB.
+// (and out_q8). No roofline fraction: latency-bound, well under 1 MB a launch (H100: ~2.4 us
+// inside the decode step at 512 keys, ~5.1 us after 16K).
 #include <cmath>
 
 #include "backend/cuda/attention_common.cuh"
@@ -109,22 +109,12 @@ __device__ __forceinline__ void quantize_merged_group(const AttentionLaunch& a, 
 // kCombineThreads x H threads takes H heads (threadIdx.y a head). Reads the partials once; writes
 // out (and its 8-bit copy with out_q8).
 // The splits' maxima are read a thread a split and their weights exp(m_s - m) put in shared
-// memory a chunk at a time; each output dim then sums over the splits with 8 loads in flight.
-// Why: the loop before read each split's max, then each split's sum and value, one L2 round trip
-// after another (16 splits at 512 keys): Nsight Compute (2026-12-06, H100, Qwen3-8B Q4_K_M decode
-// after 512 tokens, cold L2) put it at 7.3 us a launch, 263 us of a 3,877 us step (6.8%).
-// The same products summed in the same order (split 0 first): the same results. Measured
-// (2026-12-06, H100, Qwen3-8B Q4_K_M, `tern bench -p 512 -n 128 -r 3` with TERN_CUDA_TIMING=1,
-// this build against the one before, A B A B): GPU time a decode step 3,041 / 3,036 -> 3,005 /
-// 3,008 us (-1.1%).
+// memory a chunk at a time; each output dim then sums over the splits with 8 loads in flight
+// (reading each split's max, sum and value in turn was one L2 round trip after another). The
+// same products are summed in the same order (split 0 first): the same results.
 // With out_q8 of groups of 256 a block takes the 256 / head_dim heads of a group (H) and
 // quantizes it from shared memory with quantize_q8's warp function: no other block is waited
-// for. (The version before counted finished heads with a fence and an atomic a block and let
-// the last one quantize: neutral in the decode step, 2026-12-06; the quantize launch it saves
-// costs ~1.9 us of a step's GPU time inside the graph, TERN_CUDA_SKIP_KERNELS.)
-// (Tried and removed: the attention kernel's last block of each head group merging the splits
-// itself after a fence and an atomic count, no combine launch: GPU time a step 2,797 -> 2,858 us;
-// 2026-12-06, H100, Qwen3-8B Q4_K_M decode after 512 tokens, A B A B.)
+// for.
 template <int H>
 __global__ void __launch_bounds__(kCombineThreads* H) combine_kernel(AttentionLaunch a) {
   pdl_launch_dependents();

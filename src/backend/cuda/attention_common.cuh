@@ -1,4 +1,5 @@
-// attention_common: what the decode attention kernels (attention_decode_v2.cu, _v4.cu, _mma.cu)
+// attention_common: what the decode attention kernels (attention_decode_any_cache.cu,
+// attention_decode_f16_bf16.cu, attention_decode_mma.cu)
 // share: the keys a block attends to (its sequence, causal limit, sliding window, context split
 // and token-tree mask), and the last step that merges the warps' softmax states into the output or
 // the split's partial for the combine kernel.

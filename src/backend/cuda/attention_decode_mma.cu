@@ -4,8 +4,8 @@
 // split; each of its 4 warps walks tiles of 16 keys (warp w: tiles w, w + 4, ...):
 //   - the tiles' K and V rows are gathered through the block table into the warp's ring of
 //     shared-memory stages with cp.async, kStages - 1 tiles ahead of the one in use, so the
-//     loads stay in flight while the warp computes (the CUDA-core kernels of attention.cu hold
-//     them in registers and stall on them);
+//     loads stay in flight while the warp computes (the CUDA-core kernels,
+//     attention_decode_f16_bf16.cu, hold them in registers and stall on them);
 //   - S^T (16 keys x 8 heads) = K Q^T with mma.sync m16n8k16 (K from shared memory through
 //     ldmatrix, Q^T the B operand held in registers), so the GQA heads share every key read;
 //   - an online softmax per head column (max over the 8 lanes of a column: 3 shuffles);
@@ -16,14 +16,11 @@
 // significant bits) multiplied by the exact f16 keys and values with two mmas each, as in
 // attention_prefill.cu: the result keeps float precision (the CUDA-core kernels and the
 // CPU compute in float).
-// Reads: q once; every attended K and V row once per block (once per KV head when the group has
-// at most 8 heads). Writes: out [tokens, heads, head_dim], or the split partials for
-// attention_combine.cu's kernel.
-// Measured (2026-12-05, H100, tern-cuda-bench --attention, one token, 32/8 heads of 128, F16,
-// in a graph; copy roofline 3,000 GB/s): with one wave of blocks (2 a multiprocessor) 4K keys
-// 16.6 us, 16K 37.1 us = 1,807 GB/s of K+V (60%), 32K 60.4 us (74%); v4 17.7 / 48.3 / 86.1 us.
-// With two waves (4 blocks a multiprocessor asked) it was no faster than v4 (49.0 us at 16K).
-// attention() takes it from 8K keys on (attention.cu's kMmaFromKeys says why); TERN_CUDA_ATTN=mma
+// Reads q once and every attended K/V row once a block (once a KV head when the group has at most
+// 8 heads); writes out [tokens, heads, head_dim] or the split partials for attention_combine.cu.
+// Measured: 67% of the copy bandwidth at 16K keys, 79% at 32K, 32/8 heads of 128, F16 (H100,
+// tern-cuda-bench --attention). attention() takes it from 8K keys on (attention.cu's
+// kMmaFromKeys); TERN_CUDA_ATTN=mma at every length.
 // at every length.
 #include <cuda_fp16.h>
 
@@ -62,8 +59,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   // The kernels after this one may start (and prefetch their weights into L2) once each block
   // has done its keys (late_dependents, the default), or as soon as every block has started
   // (TERN_CUDA_ATTN_DEPENDENTS=early). This kernel leaves registers free, so early dependents
-  // come on while it runs: measured 2026-12-05 (H100, decode after 16K tokens), late gains 7%
-  // on Q8_0 (174 -> 188 tok/s), 3% on BF16 and Q4_K_M.
+  // come on while it runs and slow it (late: +3-7% decode after 16K, H100).
   if (!late_dependents) pdl_launch_dependents();
 
   constexpr int kRow = stage_row_halves<D>();
@@ -86,14 +82,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   // The tile's block and offset are found with one division; a row past the block's end (a
   // tile straddling two blocks: a sliding window's start, or blocks of fewer than 16 tokens)
   // divides again.
-  // Tried and removed (2026-12-07, H100, tern-cuda-bench --attention, 32/8 heads of 128, F16, in
-  // a graph, one run each): a tile inside one page block taking one table read and rows a fixed
-  // stride apart (~560 instead of ~900 instructions a tile), alone and with S = K Q^T in four
-  // accumulators instead of one chain of 16 mmas. Predicted from Nsight Compute's 5.9 cycles an
-  // issued instruction (session o): 16K keys ~-27%. Measured: 4K keys 12.2 -> 11.5 / 11.4 us,
-  // 16K 33.2 -> 33.6 / 33.3, 32K 56.5 -> 59.4 / 59.1. So alone the kernel is not bound by its
-  // instruction count where it runs (8K keys on); in git history before "the tensor-core decode
-  // attention's one-block tiles and split chain removed".
+  // (Fewer instructions a tile, from one-block tiles with a fixed row stride, measured no faster:
+  // the kernel is not bound by its instruction count where it runs; bench/README.md.)
   const auto block_size = static_cast<uint32_t>(a.block_size);
   auto issue_tile = [&](int64_t base, int stage) {
     __half* sk = ring + stage * kStageHalves;
@@ -294,11 +284,8 @@ cudaError_t launch(const AttentionLaunch& a, int group, cudaStream_t stream) {
     const char* v = std::getenv("TERN_CUDA_ATTN_DEPENDENTS");
     return v == nullptr || std::strcmp(v, "early") != 0;
   }();
-  // The first tiles of old keys before the PDL wait. Measured (2026-12-06, H100, decode of 128
-  // tokens after 16K, A B A B on one machine): Q4_K_M 241.4 / 241.7 -> 253.1 tok/s, Q8_0 185.5 /
-  // 185.8 -> 192.0 / 192.2, BF16 140.0 / 139.8 -> 143.7 / 143.8 (+3-5%; predicted ~1%: the
-  // tensor-core kernel's first tiles wait on HBM, not L2, after 16K keys). TERN_CUDA_MMA_EARLY=0
-  // turns it off.
+  // The first tiles of old keys before the PDL wait: after 16K keys they come from HBM, not L2
+  // (+3-5% decode after 16K, H100). TERN_CUDA_MMA_EARLY=0 turns it off.
   static const bool early = [] {
     const char* v = std::getenv("TERN_CUDA_MMA_EARLY");
     return v == nullptr || std::strcmp(v, "0") != 0;

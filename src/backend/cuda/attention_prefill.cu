@@ -8,48 +8,21 @@
 // significant bits) and multiplied by the exact f16 keys and values with two mmas each, so the
 // result keeps float precision (the CPU and the CUDA-core decode kernels compute in float); f16
 // alone would round the scores by ~1e-3.
-// Why: the CUDA-core decode kernels take prefill a query token at a time, every key read again for
-// each of them (from L2): prefill of 4,096 tokens ran at 0.49x llama.cpp (2026-12-04), the
-// attention being most of the gap.
+// Why a prefill kernel: the CUDA-core decode kernels take prefill a query token at a time, every
+// key read again for each of them (from L2).
+// The inner loop is kept short on purpose: one uniform branch skips the per-score mask and cap
+// code on whole uncapped tiles, the mask compares in 32 bits, exp2 by ex2.approx.ftz, scores in
+// log2 units (scale and log2 e folded into Q), no rescale of O when a tile moves no row's maximum,
+// and the tile copies as shuffles of one lookup a lane with fixed shared offsets (the loop was
+// latency- and instruction-bound, not mma-bound).
 // Reads: q once; each key and value row once per 64 query tokens of each query head (GQA heads
-// read their KV head's rows again, from L2). Writes out [tokens, heads, head_dim].
-// Measured (2026-12-05, H100, Qwen3-8B Q4_K_M, `tern bench -p 512 -p 4096`, A B A B): prefill of
-// 4,096 tokens 4,636 / 4,595 -> 12,189 / 12,627 tok/s with it (llama.cpp 9,877: 1.28x), 512
-// tokens 10,234 / 10,515 -> 11,573 / 13,603. Its roofline fraction is not measured apart (the
-// split-f16 products double the mma work: ~10 TFLOP for the 36 layers of a 4,096 prefill).
-// After 16K tokens of context it is the bottleneck of prefill (2026-12-05, H100, Qwen3-8B, `tern
-// bench -d 16384`: 0.35-0.63x llama.cpp; ~80 of the ~120 ms of a 512-token prefill, judged from
-// the prefill rate without context, i.e. ~2.3 ms a layer for 512 x 16,896 scores of 32 heads:
-// ~124 TFLOP/s of f16 products counting the split's doubling, ~13% of the H100's dense f16
-// peak): a block loads each key tile, waits, then computes.
-// The cp.async tiles below (double buffering, ldmatrix fragments) are the kernel since
-// it was measured (2026-12-05, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128
-// after 16K keys: 2.39 -> 1.53 ms, 58 -> 91 TFLOP/s counting each product once (the split
-// doubles the mma work: ~182 TFLOP/s issued, ~18% of the dense f16 peak); `tern bench -d 1024
-// -d 16384 -p 512 -p 4096 -n 1`, Q4_K_M:
-// prefill after 16K tokens 4,439 / 4,208 -> 6,170 / 5,991 tok/s, after 1K 14,172 / 12,277 ->
-// 14,875 / 14,326).
-// Since then: scores in log2 units (scale and log2 e folded into Q), no mask arithmetic on key
-// tiles every row of the block sees whole, no rescale of O when a tile moves no row's maximum
-// (predicted 1.53 -> ~1.3 ms; measured 2026-12-05 on an H200: 1.93 ms, the plain tiles slower by
-// the same factor, so no gain seen). Nsight Compute on that build (H200, a 2,048-token chunk):
-// issue slots 25% busy, tensor pipe 21%, two warps a scheduler, no eligible warp 71% of cycles,
-// ~930 instructions a warp a key tile of which 128 mmas: latency- and instruction-bound, not
-// mma-bound (single-f16 products gained only 1.12x). The SASS
-// (cuobjdump from PyPI's nvidia-cuda-cuobjdump) showed where the rest went: per-score tests of
-// "whole tile" and soft-capping kept as 16 predicate bits in a register, and a tile copy loop with
-// a division and 64-bit products per 16-byte piece (~330 instructions). Now: one uniform branch
-// skips the per-score mask and cap code on whole uncapped tiles, the mask compares in 32 bits,
-// exp2 by ex2.approx.ftz, and the copies as shuffles of one lookup a lane with fixed shared
-// offsets: ~500 instructions a whole tile (128 mmas), the main loop 2,485 -> 1,124 static
-// instructions. Measured (2026-12-06, H200, `gpu_run.sh attnab`: this build against the one
-// before, A B A B): 512 tokens after 16K keys 1.937 / 1.930 -> 0.882 / 0.886 ms (2.19x; predicted
-// ~1.4 ms), after 1K keys 0.184 -> 0.091 ms; 158 TFLOP/s counting each product once, ~316 issued
-// (~32% of the dense f16 peak). With the low products' own chains (kLowChain): 0.844 ms.
+// read their KV head's rows again, from L2). Writes out [tokens, heads, head_dim]. Measured:
+// ~32% of the dense f16 peak in issued products (~16% counting each product once), 512 tokens
+// after 16K keys (H200, tern-cuda-bench --attention).
 // Taken for F16 caches with heads of 64 or 128 and no token trees (TERN_CUDA_ATTN_PREFILL=0: the
 // CUDA-core kernels) where attention_prefill_ws.cu cannot run (odd GQA groups, GPUs past Hopper;
-// that kernel is 1.42x faster after 16K keys on an H100); cuda_device_test's attention cases and
-// cuda_forward_test run through it with TERN_CUDA_ATTN_PREFILL=2.
+// that kernel is faster on an H100); cuda_device_test's attention cases and cuda_forward_test run
+// through it with TERN_CUDA_ATTN_PREFILL=2.
 #include <cuda_fp16.h>
 
 #include <cstdlib>
@@ -72,26 +45,16 @@ constexpr int kKeyTile = 32;
 // The key tiles are copied with cp.async into two buffers, the next tile's copies in flight
 // while the block multiplies the current one, and the K and V fragments come from shared memory
 // through ldmatrix / ldmatrix.trans (one instruction for four 8x8 pieces instead of 16 two-byte
-// loads). (The plain tiles before it, loads then a wait then the products, measured slower as
-// above.)
-// Q and P are two f16 halves each (float precision, twice the mma work). With one f16 each, as
-// llama.cpp's flash attention does, the numpy mirror put the output 2.1-2.5e-4 rel rms from
-// float64 (the split one 1-2e-7; the attention cases ask 1e-4 of the CPU) for 1.12x the speed
-// (2026-12-05, H200, 512 tokens after 16K keys; predicted ~1.6x: the kernel is not bound by its
-// mma work); splitting Q alone gave 1.08x. Neither was worth its precision.
+// loads).
+// Q and P are two f16 halves each (float precision, twice the mma work). One f16 each, as
+// llama.cpp's flash attention does, puts the output ~2e-4 rel rms from float64 (the attention
+// cases ask 1e-4 of the CPU) and measured only 1.12x faster: not worth its precision.
 // The split's low-half products of the scores accumulate apart from the high ones (8 independent
-// mma chains of 8 a tile instead of 4 of 16; Nsight Compute put a third of the stalls on such
-// fixed-latency dependencies), added once at the end: the same products, the sum in another
-// order. Measured (2026-12-06, H200, tern-cuda-bench --attention, 512 tokens after 16K keys, A B
-// A B): 0.881 / 0.882 -> 0.844 / 0.844 ms (1.04x).
-// (The three variants, plain tiles, single f16, one chain, were TERN_CUDA_ATTN_PREFILL=1, 3 and 7
-// until 2026-12-07; in git history.)
-// kStages: key tiles in flight, the one in use included. Two: four measured slower (same call:
-// 0.942 / 0.942 ms), so the warps do not wait on the tile copies.
-// Tried and removed (2026-12-06, H100, tern-cuda-bench --attention, A B A B): the Q fragments in
-// shared memory (16-byte loads a k step, k steps outer) for 166 registers and three blocks a
-// multiprocessor instead of two: 512 tokens after 16K keys 0.869 / 0.871 -> 0.978 / 0.979 ms,
-// after 1K 0.090 -> 0.099 ms. More warps did not pay for the 16 extra shared loads a tile.
+// mma chains of 8 a tile instead of 4 of 16: a third of the stalls were such fixed-latency
+// dependencies), added once at the end: the same products, the sum in another order.
+// kStages: key tiles in flight, the one in use included. Two: four measured slower, so the warps
+// do not wait on the tile copies. (Q fragments in shared memory for three blocks an SM measured
+// slower too: more warps did not pay for the 16 extra shared loads a tile.)
 // Shared memory (dynamic, prefill_shared_bytes): kStages K tiles, then kStages V tiles.
 constexpr int kStages = 2;
 static_assert(kStages >= 2, "a tile in flight while one is used");

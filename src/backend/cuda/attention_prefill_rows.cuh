@@ -3,10 +3,7 @@
 // and one head, each lane's two rows (g and g + 8 of its warp's 16) with their positions and
 // windows, the Q fragments (f16, or split into high and low halves), the keys the block reads,
 // the online softmax over a tile's scores held in the m16n8 accumulator layout, and the writes.
-// (Moving attention_prefill.cu onto these left its SASS as it was or smaller, sass_report.py
-// 2026-12-06: the main loop 1,156 -> 1,154 instructions, the path of a whole tile 597 -> 597,
-// 228 -> 226 registers; heads of 64: 138 -> 131 registers. A row past the sequence's end has
-// key_last32 = -1 so that the mask needs no test of its own.)
+// (A row past the sequence's end has key_last32 = -1 so that the mask needs no test of its own.)
 #pragma once
 
 #include <cstdint>

@@ -3,12 +3,8 @@
 // two copy warps fill the key and value tiles, two math warpgroups only multiply and take the
 // softmax. A block takes 64 query tokens of one sequence and two query heads of one KV head (each
 // math warpgroup one head; both read the same key tiles), so GQA groups must be even.
-// Why: a first wgmma kernel (one warpgroup doing its own copies, block barriers between tiles;
-// TERN_CUDA_ATTN_PREFILL=9 until 2026-12-07, in git history as attention_prefill_wgmma.cu)
-// measured 1.02 ms against the mma.sync kernel's 0.83 for 512 tokens after 16K keys (H100,
-// 2026-12-06): its warps stalled on their copies and barriers (Nsight Compute: long scoreboard
-// 2.69 and wait 2.03 cycles an issued instruction), not on the tensor cores. After 16K
-// tokens of context this attention is ~2/3 of a BF16 prefill, where llama.cpp is 1.3x faster.
+// Why the specialization: a wgmma kernel whose one warpgroup did its own copies, with block
+// barriers between tiles, stalled on its copies and barriers, not on the tensor cores.
 // Warps: 0-3 the math warpgroup of head 2 blockIdx.y, 4-7 of head 2 blockIdx.y + 1, 8 copies K
 // tiles, 9 V tiles (at heads of 128, 10 and 11 complete the copy warpgroup and leave). Each tile
 // has a stage of shared memory (two stages) with a "full" mbarrier (the copy warp's 32 lanes
@@ -27,22 +23,13 @@
 // the results keep float precision.
 // The round of tile j in a math warpgroup: wait for K(j + 1), issue its scores; wait for V(j),
 // issue P(j) V(j); take the softmax of tile j + 1 while P(j) V(j) runs; free both stages.
+// The two math warpgroups do not take turns (FlashAttention-3's pingpong): with one block a
+// multiprocessor and the products split in f16 halves, turns only made each wait for the other.
 // Reads: q once; each key and value row once per 64 query tokens of each pair of query heads
 // (the KV head's other pairs read it again, from L2). Writes out [tokens, heads, head_dim].
-// Measured (2026-12-06, H100, tern-cuda-bench --attention, 512 tokens of 32/8 heads of 128, A B
-// A B on one machine): after 16K keys the mma.sync kernel 0.880 / 0.879 ms, this one with Q in
-// shared memory (=12) 0.618 / 0.619, Q in registers (the default) 0.544 / 0.539 (1.63x; 258
-// TFLOP/s counting each product once, ~520 issued with the splits: ~53% of the dense f16 peak);
-// after 1K keys 0.090 -> 0.061 ms. Single-f16 P (=13, Q in shared memory) only 1.5% faster than
-// =12. Qwen3-8B-shaped prefill after 16K tokens (tern bench -d 16384, pp512 / pp4096): Q4_K_M
-// 9,798 / 11,743 (=12) -> 10,379 / 12,737 tok/s; BF16 11,711 / 12,269 -> 12,899 / 13,447 (the
-// mma.sync kernel's had BF16 at 0.74-0.78x llama.cpp after 16K, =12 at 0.94-0.95x). The default
-// where it runs (Hopper, even GQA groups); TERN_CUDA_ATTN_PREFILL=2 takes the mma.sync kernel.
-// Tried and removed (2026-12-06, H100, same bench, A B A B): FlashAttention-3's pingpong, the two
-// math warpgroups taking turns issuing their products through named barriers (a turn taken once
-// both tiles were in): after 16K keys 0.551 / 0.544 -> 0.609 / 0.615 ms (+12%; predicted -10%),
-// after 1K 0.062 / 0.061 -> 0.065 / 0.064. With one block a multiprocessor and the products
-// split in f16 halves, the turns only made each group wait for the other's issue.
+// Measured: ~53% of the dense f16 peak in issued products (~26% counting each product once), 512
+// tokens after 16K keys (H100, tern-cuda-bench --attention). The default where it runs (Hopper,
+// even GQA groups); TERN_CUDA_ATTN_PREFILL=2 takes the mma.sync kernel.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"
@@ -64,8 +51,7 @@ constexpr int threads_for() {
   return 32 * kMathWarps + (kQRegs ? 128 : 64);
 }
 constexpr int kKeyTile = 64;
-// Two stages: three measured 0.630 / 0.623 ms against 0.618 / 0.619 (2026-12-06, H100, 512 tokens
-// after 16K keys, Q in shared memory).
+// Two stages: three measured slower.
 constexpr int kStages = 2;
 constexpr uint32_t kCoreBytes = 128;
 // Core-matrix strides in a 64-row tile: the next 8 rows (keys, or query rows), the next 8 dims.

@@ -1,8 +1,7 @@
 // convert: F32 activations to BF16 or F16 (round to nearest even) for the cuBLAS GEMMs.
-// Reads 4 bytes and writes 2 per element.
-// Prefill only (before each cuBLAS GEMM). Measured apart (H200, 2026-12-05, `tern-cuda-bench
-// --elementwise`, in a CUDA graph; bench/results/2026-12-05-cuda-h200-session-g.md): 512 x 12288
-// in 9.0 us, 99% of the 4,228 GB/s copy bandwidth (L2-resident); 2048 x 12288 in 55 us, 65%.
+// Reads 4 bytes and writes 2 per element; prefill only (before each cuBLAS GEMM). Measured: 99% of
+// the copy bandwidth at 512 x 12288 (L2-resident), 65% at 2048 x 12288 (H200, tern-cuda-bench
+// --elementwise).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 

@@ -1,9 +1,9 @@
 // dequantize: a whole weight matrix (any block type) to BF16, the input of the tensor-core GEMM
 // of prefill. Reads rows * row_bytes, writes rows * cols * 2 bytes; one thread per 32-element
 // chunk, stores of 16 bytes.
-// Measured on the H200 (2026-12-03, tern-cuda-bench, inside a CUDA graph; copy roofline 4229 GB/s;
-// dequantize + cuBLAS BF16 GEMM, n = 512): Q4_K 12288x4096 at the rate of 398 dense TFLOP/s,
-// against 703 for BF16 weights without the dequantization.
+// Measured: Q4_K 12288x4096 dequantize + cuBLAS BF16 GEMM at n = 512 ran at 398 dense TFLOP/s
+// against 703 for BF16 weights alone (H200, tern-cuda-bench); its own bandwidth fraction is not
+// measured apart.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 

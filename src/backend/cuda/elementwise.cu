@@ -2,12 +2,10 @@
 // (a mixture-of-experts layer's scatter of one expert's outputs), and the gated
 // activations silu(gate) * up and gelu_tanh(gate) * up. Each reads its inputs once and writes
 // its output once; grid-stride loops. Launched with PDL (their launch overlaps the kernel before;
-// before 2026-12-04 they were plain launches, which broke the PDL chain of the unfused step).
-// Measured: in the fused decode step these run only where no fusion applies (the residual adds
-// are folded into the norms, silu_mul into the gate/up GEMV). Measured apart (H200, 2026-12-05,
-// `tern-cuda-bench --elementwise`, in a CUDA graph, over the 4,228 GB/s copy bandwidth): one
-// token 0.9-1.2 us a launch (add 4096, silu_mul 12288: launch-bound, 1-3%); 512 tokens add 57%,
-// silu_mul 58%; 2,048 tokens add 80%, silu_mul 66%.
+// plain launches would break the PDL chain of the unfused step). In the fused decode step these
+// run only where no fusion applies (the residual adds are folded into the norms, silu_mul into
+// the gate/up GEMV). Measured: one token launch-bound (1-3% of the copy bandwidth); 2,048 tokens
+// add 80%, silu_mul 66% (H200, tern-cuda-bench --elementwise).
 #include "backend/cuda/gated_activation.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"

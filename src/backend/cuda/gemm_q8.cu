@@ -12,12 +12,11 @@
 // read the weights from DRAM about once.
 // Reads the weights ceil(n / 64) times (mostly from L2) and the activations ceil(m / 64) times;
 // writes n * m floats.
-// Measured (2026-12-05, H100, Qwen3-8B Q4_K_M): correct (cuda_device_test Int8ProductsEqualThe
-// CpuBackend: rel rms 1.5e-7 against the CPU for all 8 types), but slow: prefill of 512 tokens
-// 3,800-3,900 tok/s against 10,200-10,500 through dequantize + cuBLAS BF16 (about 25% of the int8
-// tensor-core peak is not reached: the per-block float scaling after every mma and the weights
-// decoded again for each 64 columns dominate). So it stays behind TERN_CUDA_MMQ=1
-// (CudaDevice::set_int8_prefill) until it is at least even with the BF16 path.
+// Measured: correct (cuda_device_test Int8ProductsEqualTheCpuBackend) but below 25% of the int8
+// tensor-core peak, prefill ~0.37x the dequantize + cuBLAS BF16 path (H100, Qwen3-8B Q4_K_M): the
+// per-block float scaling after every mma and the weights decoded again for each 64 columns
+// dominate. So it stays behind TERN_CUDA_MMQ=1 (CudaDevice::set_int8_prefill) until it is at
+// least even with the BF16 path.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_blocks.cuh"
 #include "backend/cuda/pdl.cuh"

@@ -3,8 +3,8 @@
 // fallback for types without an integer-dot kernel (Q2_K, Q3_K, IQ4_NL, IQ4_XS) and the
 // reference the faster kernels are timed against. One warp per row, four rows per block.
 // Reads: the weights once, n * k * 4 activation bytes per row (from L1/L2). Writes n * m floats.
-// Measured on the H200 (2026-12-03, tern-cuda-bench, inside a CUDA graph; copy roofline 4229 GB/s;
-// n = 1): Q4_K 12288x4096 9%, Q8_0 17%: the float dequantization, not memory, bounds it.
+// Measured: 9% of the copy bandwidth for Q4_K 12288x4096, 17% for Q8_0, n = 1 (H200,
+// tern-cuda-bench): the float dequantization, not memory, bounds it.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 

@@ -2,17 +2,8 @@
 // for j < n <= 8. One warp per row, four rows per block; 16-byte weight loads when each row is
 // 16-byte aligned (k a multiple of 8, or of 4 for F32), element loads otherwise.
 // Reads: the weights once, n * k * 4 activation bytes per row (from L1/L2). Writes n * m floats.
-// Measured on the H200 (2026-12-03, tern-cuda-bench, inside a CUDA graph; copy roofline 4229 GB/s;
-// n = 1): BF16 and F16 12288x4096 and 4096x12288 (100 MB, past the L2) at 77-79%; 1024x4096 41%.
-// In the decode step of the BF16 Qwen3-8B file (2026-12-04, PDL launches with the rows prefetched
-// into L2): 7.7 ms of GPU time a token for ~16.4 GB, ~2.1 TB/s (50%): 124 tok/s, llama.cpp 202.
-// With the row pairs below: 6.8 ms, ~2.4 TB/s (57%): 136 tok/s vs llama.cpp 199 (0.68x).
-// q/k/v and gate/up each in one launch (gemv_float_multi; with attention v4 and greedy on the
-// GPU): 6.1 ms, ~2.7 TB/s (63%): 157 tok/s vs llama.cpp 199 (0.79x).
-// 2026-12-05 (copy roofline 4266 GB/s): gate/up + SiLU in one launch, then streamed loads in
-// runs and no whole-row L2 prefetch before the PDL wait (kDefaultFpairVariant): step GPU time
-// 6195 -> 4970 us, ~3.3 TB/s over the whole step (77%): 196 tok/s vs llama.cpp 201.5 (0.97x);
-// four warps a pair for every shape: 4752 us, ~3.45 TB/s (81%): 206 tok/s vs 201.3-202.1 (1.02x).
+// Measured: BF16 12288x4096 n = 1 alone 98% of the copy bandwidth (H100, tern-cuda-bench); the
+// Qwen3-8B BF16 decode step at 81% of it over the whole step (H200).
 #include <cstdlib>
 #include <cstring>
 
@@ -141,19 +132,15 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   }
 }
 
-// Row pairs (n = 1, k % 8 == 0; 2026-12-04): two weight rows share each activation load (F32
-// activations are twice the bytes of 16-bit weights), a block's four warps a pair (they split k
-// and add up in shared memory), the pairs of all of a launch's matrices in one grid. For a gated
-// MLP the pair is gate row r and up row r, and the kernel writes act(gate) * up as well. The
-// weights are streamed past L1 (ld.global.nc.L1::no_allocate.L2::256B: L1 keeps x) in runs of 4
-// steps whose 8 16-byte loads a lane are all issued before the first product, and nothing is
-// prefetched into L2 before the PDL wait.
-// Why this shape (2026-12-05, H200, Qwen3-8B BF16 decode step GPU time; the variants were
-// removed 2026-12-07): 6,195 us with the 2026-12-04 kernel (one step's loads at a time, __ldg,
-// whole rows prefetched into L2 before the wait), 6,072 streamed, 6,159 with runs, 5,759-5,807
-// with runs of twice the length and the prefetch left to the first wave's blocks, 4,969-4,971
-// without any prefetch; then four warps a pair for every shape 4,752 us, against 4,917 with one,
-// two or four picked from the number of rows and 4,843 with two.
+// Row pairs (n = 1, k % 8 == 0): two weight rows share each activation load (F32 activations
+// are twice the bytes of 16-bit weights), a block's four warps a pair (they split k and add up in
+// shared memory), the pairs of all of a launch's matrices in one grid. For a gated MLP the pair
+// is gate row r and up row r, and the kernel writes act(gate) * up as well. The weights are
+// streamed past L1 (ld.global.nc.L1::no_allocate.L2::256B: L1 keeps x) in runs of 4 steps whose
+// 8 16-byte loads a lane are all issued before the first product, and nothing is prefetched into
+// L2 before the PDL wait: of the variants measured in the BF16 decode step (one step's loads at
+// a time, whole-row L2 prefetch, longer runs, one or two warps a pair) this was the fastest
+// (bench/README.md).
 constexpr int kPairWarps = 4;
 constexpr int kPairRuns = 4;  // steps of 256 elements a warp whose loads go out together
 
@@ -196,8 +183,7 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   const int sw = warp % W;
   constexpr int64_t kElem = T == TensorType::F32 ? 4 : 2;
   // Constant indices only: a dynamic index into the parameters puts a copy of them on every
-  // thread's stack (104 bytes of local memory a thread: measured 2026-12-04, BF16 step
-  // 6.8 -> 7.5 ms).
+  // thread's stack (104 bytes of local memory a thread; the BF16 step measured 10% slower).
   const auto block = static_cast<int64_t>(blockIdx.x);
   const char *row_a, *row_b;
   int64_t ra, rb;

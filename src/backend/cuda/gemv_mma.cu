@@ -5,22 +5,15 @@
 // activations of up to 8 rows, and scales each integer product by the block's weight and
 // activation scales (plus the offset term): the CPU backend's arithmetic, summed in another order.
 // Why: at n = 8 the dp4a row-pair kernel computes 8 dot products per weight decoded and the step
-// is compute-heavy (Qwen3-8B Q4_K_M, 8 sequences: 7.8 ms of GPU time for weights read in ~1.2
-// ms, 2026-12-05); one mma does 16 x 8 x 32 products.
+// is compute-heavy; one mma does 16 x 8 x 32 products.
 // Grid: one block of 4 warps per 16 rows; the warps split the row's blocks and add up in shared
 // memory. Reads the weights once, each activation row once per block (L1/L2); writes n * m floats.
 // Activations: quantize_q8's layout (qs [n, k], d and s [n, k / 32]).
-// Measured (2026-12-05, H100, Qwen3-8B Q4_K_M, 8 sequences after 512-token prompts): correct
-// (the int8 product tests pass with it), but 378.6 tok/s in all against 939.9 with the dp4a
-// row pairs: one 16-row tile a warp leaves too few warps in flight to stream the weights. With
-// four blocks' loads issued before their products (below): 431.4 against 974.2 (H100, same
-// call): still scattered 2- and 4-byte loads, eight rows a warp instruction. That generic kernel
-// stays behind TERN_CUDA_GEMV_MMA=1; Q4_K and Q6_K have their own wide-load tile kernels (below),
-// the default for 2 <= n <= 8 (8 sequences 3.38x -> 3.99x -> 4.21x one sequence on the H100).
-// Roofline: with both, a step of 8 tokens (1,201.8 tok/s in all: 6.66 ms) reads the file's
-// 5.03 GB at 0.75 TB/s on average, 25% of the H100's 3.0 TB/s copy bandwidth, the products
-// 6.0 of the step's 8.3 ms before the tile kernels (Nsight Compute, cold L2): their time alone
-// is not yet measured with the tile kernels.
+// Measured: a Qwen3-8B Q4_K_M step of 8 sequences reads the file at 25% of the copy bandwidth on
+// average (H100); these kernels' fraction alone is not measured. The generic kernel (one 16-row
+// tile a warp, scattered 2- and 4-byte loads) lost to the dp4a row pairs and stays behind
+// TERN_CUDA_GEMV_MMA=1; Q4_K and Q6_K have their own wide-load tile kernels (below), the default
+// for 2 <= n <= 8.
 #include <cstdlib>
 #include <cstring>
 
@@ -94,8 +87,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
     }
   };
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  // kMmaUnroll blocks' loads in flight before their products (2026-12-05 on the H100 one block
-  // at a time gave 1.34x one sequence for 8: each warp waited on its scattered 4-byte loads).
+  // kMmaUnroll blocks' loads in flight before their products (one block at a time, each warp
+  // waited on its scattered 4-byte loads).
   // The products keep the block order, so the sums are those of the one-at-a-time loop.
   int64_t blk = warp;
   for (; blk + (kMmaUnroll - 1) * kMmaWarps < blocks; blk += kMmaUnroll * kMmaWarps) {
@@ -116,7 +109,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
   store_tile<kMmaWarps>(acc, static_cast<int64_t>(blockIdx.x) * 16, m, n, y);
 }
 
-// Q4_K (2026-12-05 (d)): sixteen rows a warp as above, but the quants come in wide loads, each
+// Q4_K: sixteen rows a warp as above, but the quants come in wide loads, each
 // 32-byte sector of a row used whole: lane (g, t) loads bytes [8 t, 8 t + 8) of each of the
 // four 32-byte quant chunks of rows g and g + 8 (8-byte loads) and the rows' 16-byte headers.
 // The 32 elements of sub-block 2c (low nibbles) or 2c + 1 (high nibbles) go to the mma in the
@@ -209,7 +202,7 @@ __global__ void __launch_bounds__(32 * kQ4kTileWarps)
   store_tile<kQ4kTileWarps>(acc, static_cast<int64_t>(blockIdx.x) * 16, m, n, y);
 }
 
-// Q6_K (2026-12-05 (d), not yet run on a GPU): the same tiles of 16 rows a warp, one
+// Q6_K: the same tiles of 16 rows a warp, one
 // super-block a step, 8 warps splitting k. Q6_K blocks are 210 bytes, 2-byte aligned, so the warp
 // first copies its 16 rows' blocks into shared memory with 16-byte loads (each row's aligned
 // 224-byte window, 7 loads a lane), then every lane reads its A fragments from there: sub-block
@@ -311,9 +304,8 @@ __global__ void __launch_bounds__(32 * kQ6kTileWarps)
 }  // namespace
 
 // Which types take these kernels for 2 <= n <= 8: Q4_K and Q6_K by default (their wide-load tile
-// kernels; H100 2026-12-05, Qwen3-8B Q4_K_M, 8 sequences: Q4_K's 3.38x -> 3.99x one sequence,
-// Q6_K's too 4.03x -> 4.21x); the rest keep the dp4a row pairs. TERN_CUDA_GEMV_MMA=q4k: Q4_K
-// alone; =1: every int8 mma type; =0: none.
+// kernels, measured faster than the dp4a row pairs at 8 sequences); the rest keep the dp4a row
+// pairs. TERN_CUDA_GEMV_MMA=q4k: Q4_K alone; =1: every int8 mma type; =0: none.
 bool gemv_mma_enabled(TensorType type, int64_t k) {
   static const int mode = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_MMA");

@@ -7,50 +7,14 @@
 // gemv_q8_tasks.cuh (v2, a warp a row), gemv_q8_pairs.cuh (v3 row pairs, one x or several), and
 // the loads and dots both use, gemv_q8_words.cuh.
 // Reads: the weight matrix once (m * row_bytes) plus n * (k + k/8) activation bytes per row (from
-// L1/L2). Writes: n * m floats.
-// Measured on the H200 (2026-12-03, tern-cuda-bench, inside a CUDA graph; copy roofline 4229 GB/s;
-// matrices under the 60 MB L2 are partly cache-resident, so those read high): n = 1, weight bytes
-// per second over the copy bandwidth: Q8_0 12288x4096 71%, Q4_0 60%, Q4_K 52%, Q5_K 55%, Q6_K
-// 4096x12288 40%; 1024x4096 (k/v projections) 17-29%: too few rows to fill 132 SMs. n = 8 reads
-// the weights at 9-27%: the per-row activation loop does not scale yet.
-// v3 row pairs (below; n = 1 Q4_K/Q6_K/Q8_0, the default; TERN_CUDA_GEMV_PAIR=0 keeps v2):
-// measured 2026-12-04 (same bench, weight copies cycled so reads come from HBM): Q4_K 12288x4096
-// 12.6 us = 2240 GB/s (53% of the 4240 GB/s copy), 4096x12288 56%, 4096x4096 45%, 1024x4096 23%
-// (v2: 48/41/40/13%); Q6_K 4096x12288 58% (v2 41%). In the decode step (Nsight Compute, cold
-// L2, Qwen3-8B Q4_K_M): gate+up 56.6 MB in 25.9 us (52%), Q6_K down 49%, LM head 57%. Decode
-// 177.5 -> 239 tok/s together with the norm fix (norm.cu). The bound now is bytes in flight:
-// a block (two rows) has ~4.6 KB of loads outstanding, 8 blocks a multiprocessor. v3.1 picks
-// the warps a pair gets from the shape (pair_warps): Q4_K 12288x4096 11.3 us = 2505 GB/s (59%);
-// the Q4_K_M step's GPU time 3580 -> 3430 us.
-// Batched decode (2 <= n <= 8, several sequences a step): gemv_pair_n_kernel (row pairs, weights
-// decoded once for all x rows) for Q4_K/Q6_K/Q8_0; 8 sequences on Qwen3-8B Q4_K_M (H200,
-// 2026-12-05): 3.06x the aggregate decode tok/s of one (the v2 kernel, a warp a row with x
-// reloaded per row, gave 1.80x; TERN_CUDA_GEMV_BATCH=0 keeps it).
-// v3.2 (2026-12-05): the Q4_K pair's scales unpacked without a branch (its lanes diverged on
-// them), integer scale products, split min terms: the unrolled gate/up loop 613 -> 459 SASS
-// instructions (tools/cuda/sass_report.py). Qwen3-8B Q4_K_M decode after 1K on an H200: 312-317
-// tok/s, 1.23-1.24x llama.cpp in the same call (the H100 build before it: 1.11-1.14x). Nsight
-// Compute on the gate/up product with it (H200): 25.1 us, 2.35 TB/s (~56% of the copy
-// bandwidth), issue slots 46% busy, no eligible warp 48% of cycles, 38% occupancy (72
-// registers): latency-bound now, not issue-bound. Then the Q6_K pair's four fields from one
-// aligned base (1045 -> 979 instructions, 128 -> 66 registers: 4 -> 7 blocks a multiprocessor):
-// its tests pass on the H200 (2026-12-06); not timed apart (predicted: Q4_K_M decode +2-4%); the
-// next decode figure (343.1 tok/s after 512 tokens, 1.37x llama.cpp's 249.6 in the same call)
-// also has norm.cu's launch fusions, worth 315.2 -> 343.1 on their own.
-// Inside the decode graph (2026-12-06, H100, Qwen3-8B Q4_K_M after 512 tokens, each launch's
-// cost read as the step time it takes away: TERN_CUDA_SKIP_KERNELS): gate/up 24.4 us a layer =
-// 76% of the 3,032 GB/s copy bandwidth, q/k/v 7.0 us = 71%, o projection + down 21.7 us = 67%;
-// then the one-warp 128-register pairs for the last two (pair_wide) took 1.6% off the step.
-// Tried and removed (2026-12-06, H100, same step): streamed Q4_K row pairs, the weights brought
-// into per-warp rings of shared memory by bulk copies (the TMA unit) on mbarriers, so the bytes
-// in flight take no registers: 8 warps a block made the step 2,774 -> 2,911 us (+5%); 12 and 16
-// warps never ran (device time). In git history before commit "gemv_q8.cu: the streamed row
-// pairs removed". Also tried and removed (same day and machine): the residual add + norm after
-// the o projection and down run by the product's last block (a release/acquire ticket a block,
-// then the row's add, norm and 8-bit copy by that block's 4 warps) instead of a one-block launch:
-// 2,783 / 2,780 -> 3,256 / 3,259 us a step (+17%; predicted -2%), after 16K 253-260 -> 233
-// tok/s. The launch it saved costs ~3.9 us a step's graph; the tail cost ~10 us on the
-// product's critical path (4 warps serially doing what the launch's 32 do at once).
+// L1/L2). Writes: n * m floats. Measured (n = 1, 12288x4096, alone, tern-cuda-bench): Q8_0 97%,
+// Q4_K 64%, Q6_K 61% of the copy bandwidth (H100); inside the Qwen3-8B Q4_K_M decode graph
+// gate/up 76%, q/k/v 71%, o + down 67% (H100).
+// The row pairs (two weight rows share each activation load; the default for n = 1 Q4_K/Q6_K/
+// Q8_0, TERN_CUDA_GEMV_PAIR=0 keeps v2) are bound by the bytes they keep in flight; the warps a
+// pair gets follow the shape (pair_warps). The residual add + norm after the o projection and
+// down stay a launch of their own (norm.cu): done by the product's last block they put ~10 us on
+// its critical path (bench/README.md).
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -216,14 +180,9 @@ int pair_mode() {
 }
 // The single-matrix and q/k/v pairs with one warp a pair compile at 128 registers (4 blocks a
 // multiprocessor), as the gate/up pair does (gemv_pair_glu_kernel's comment: ptxas then issues
-// the unrolled loop's loads first). Measured (2026-12-06, H100, Qwen3-8B Q4_K_M after 512
-// tokens, `tern bench -p 512 -n 128 -r 3`, one build, A B A B): forcing one warp a pair at
-// ptxas's registers 2,945 -> 3,148 us a step; at 128 registers 2,898 / 2,902 (-1.6%), so with
-// these kernels one warp a pair is the default wherever pair_warps gives it (o projection and
-// down: 2,048 pairs, one wave of 512 blocks; the q/k/v launch: 3,072 pairs). Nsight Compute
-// (cold L2, each kernel alone) reads it differently per type: the Q6_K down 451.6 -> 412.7 us a
-// step, the Q4_K products 554 -> 572, the q/k/v launch 402 -> 414; inside the graph (PDL, the
-// rows prefetched into L2 before the wait) the sum is what the step time shows.
+// the unrolled loop's loads first); with them one warp a pair is the default wherever pair_warps
+// gives it (o projection and down, the q/k/v launch): -1.6% a decode step. Each kernel alone
+// reads differently (cold L2, no PDL), so the step time is the judge.
 // TERN_CUDA_GEMV_PAIR_REGS=0 keeps ptxas's choice (and the warps pair_warps gave before).
 bool pair_wide_registers() {
   static const bool on = [] {
@@ -235,10 +194,8 @@ bool pair_wide_registers() {
 
 // Warps a row pair gets: all four of a block when the pairs are few (the warps split k), one
 // when there are enough pairs to give every multiprocessor 32 warps (then each warp streams its
-// two rows alone, 4 steps of 1024 weights in flight). Measured (2026-12-04, bench): one warp a
-// pair 12.6 -> 11.3 us on 12288x4096 Q4_K, four 11.9 vs 18.3 us on 4096x12288.
-// Q8_0 keeps four warps a pair: one warp a pair took its decode step from 3.9 to 4.3 ms
-// (2026-12-04; its funnel-shifted 34-byte blocks need twice the registers).
+// two rows alone, 4 steps of 1024 weights in flight). Q8_0 keeps four warps a pair: its
+// funnel-shifted 34-byte blocks need twice the registers, and one warp a pair measured slower.
 // Row pairs that give every multiprocessor 32 warps at one warp a pair.
 int64_t pairs_for_32_warps() {
   static const int64_t pairs = [] {
@@ -345,8 +302,8 @@ __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
 // The gate/up pair kernel's output quantization (Q8Output, when quant.qs is set): each row's
 // writer counts its group of 256 rows done; the warp that counts the 256th reads the group back
 // from L2 and quantizes it as quantize_q8 would, then zeroes the count for the next launch.
-// Why: a quantize launch of its own a layer costs ~2.4 us of a graph's time (session h: 72
-// launches fewer a step took 173 us off). Not yet run on a GPU: TERN_CUDA_Q8_OUTPUT=1.
+// Why: a quantize launch of its own a layer costs ~2.4 us of a graph's time. Off by default
+// (TERN_CUDA_Q8_OUTPUT=1): it measured slower in the decode step (H100; bench/README.md).
 __device__ __forceinline__ void quantize_finished_group(const Q8Output& quant, const float* out,
                                                         int64_t row) {
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -376,10 +333,8 @@ __device__ __forceinline__ void quantize_finished_group(const Q8Output& quant, c
 // Gate and up row r of one x: a pair. kMinBlocks (0: ptxas's choice) bounds the registers: Q4_K
 // with one warp a pair compiles to 72 registers and ptxas spreads the 4x-unrolled loop's loads
 // between its products; at 4 blocks a multiprocessor (128 registers) it issues most of them
-// first (sass_report.py --dump LDG, 2026-12-06): fewer warps, more bytes in flight each.
-// The default for Q4_K since measured (2026-12-06, H100, Qwen3-8B Q4_K_M, `tern bench -p 512 -n
-// 128`, A B A B with llama-bench in the same call): decode 305.7 / 313.7 -> 312.5 / 315.9 tok/s,
-// GPU time 3,073 -> 3,033 us a step (+1.3%). TERN_CUDA_GEMV_GLU_REGS=0 takes ptxas's choice.
+// first (sass_report.py --dump LDG): fewer warps, more bytes in flight each (the default for
+// Q4_K: +1.3% decode step). TERN_CUDA_GEMV_GLU_REGS=0 takes ptxas's choice.
 template <TensorType T, int W, int kMinBlocks = 0, bool kWide = false>
 __global__ void __launch_bounds__(32 * kPairWarps, kMinBlocks)
     gemv_pair_glu_kernel(GemvQ8Matrix gate, GemvQ8Matrix up, Acts a, bool gelu, float* out,
@@ -497,8 +452,8 @@ __global__ void __launch_bounds__(32 * kPairWarps)
   }
 }
 
-// 2 <= n <= 8 takes gemv_pair_n_kernel (2026-12-05, H200, Qwen3-8B Q4_K_M, 8 sequences:
-// 567.9 -> 958.4 aggregate decode tok/s); TERN_CUDA_GEMV_BATCH=0 keeps the v2 kernel.
+// 2 <= n <= 8 takes gemv_pair_n_kernel (weights decoded once for all x rows: 8 sequences 1.7x
+// the aggregate tok/s of the v2 kernel's); TERN_CUDA_GEMV_BATCH=0 keeps the v2 kernel.
 bool batch_pairs_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("TERN_CUDA_GEMV_BATCH");
@@ -525,9 +480,8 @@ void launch_pair_n(int warps, int64_t pairs, cudaStream_t stream, const uint8_t*
 }
 
 // The Q8_0 pairs of four warps read their blocks with PairQ8_0<true> (three aligned 16-byte
-// loads a block). Measured (2026-12-07, H100, tern-cuda-bench, Q8_0 12288x4096 n = 1 in a
-// graph): 19.0 -> 18.4 us, 93% -> 97% of the copy bandwidth (the other types' kernels unchanged
-// in the same runs); `CudaOps.*` pass with it. Not yet timed in the decode step.
+// loads a block: 93% -> 97% of the copy bandwidth alone; not yet timed in the decode step).
+// TERN_CUDA_GEMV_Q8_WIDE=0 keeps words8's 4-byte loads (A/B runs).
 // TERN_CUDA_GEMV_Q8_WIDE=0 keeps words8's 4-byte loads (A/B runs).
 bool q8_wide() {
   static const bool on = [] {

@@ -1,7 +1,8 @@
 // gemv_q8_pairs: the row-pair decoders of gemv_q8.cu's v3 kernels (Q4_K, Q6_K, Q8_0): Pair<T>::dot
 // adds a lane's share of one superblock of two weight rows against one activation row (n = 1);
 // PairN<T> loads that share once (load) and multiplies it with up to N activation rows (dot), for
-// batched decode. Lane layouts and why they are so: each struct's comment. Private to gemv_q8.cu.
+// batched decode. Lane layouts and why they are so: each struct's comment. Private to gemv_q8.cu
+// (device functions; its header has the measured fractions).
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,9 @@ namespace tern::cuda::q8dot {
 // Q6_K: the lane's four 8-byte fields of the superblock at b (half hh, l0 = 8 (lane % 4)): low
 // nibbles of both 32-byte halves, high bits, the half's 8 scales. b is only 2-byte aligned, but
 // the fields sit at multiples of 8 bytes from it: one aligned base and one shift serve all four
-// (words2 a field: 1045 -> 979 SASS instructions and 128 -> 66 registers in the n = 1 pair;
-// 2026-12-05, sass_report.py). The batched pairs keep words2: there the shared base took
-// registers (PairN N = 8: 80 -> 88) from a kernel measured as it is.
+// (words2 a field: 1045 -> 979 SASS instructions and 128 -> 66 registers in the n = 1 pair,
+// sass_report.py). The batched pairs keep words2: there the shared base took registers (PairN
+// N = 8: 80 -> 88) from a kernel measured as it is.
 __device__ __forceinline__ void q6k_fields(const uint8_t* b, int hh, int l0, uint32_t (&la)[2],
                                            uint32_t (&lb)[2], uint32_t (&hb)[2],
                                            uint32_t (&sw)[2]) {
@@ -203,19 +204,17 @@ struct Pair<TensorType::Q8_0> : PairQ8_0<false> {};
 template <TensorType T, bool kWide>
 using PairDot = std::conditional_t<kWide, PairQ8_0<true>, Pair<T>>;
 
-// Batched decode (2 <= n <= 8 rows of x, several sequences a step; 2026-12-04, the default
-// since it was measured on 2026-12-05): row pairs as above, each lane's part of both weight
-// rows decoded once into registers, then every x row loaded once for both (the v2 kernel that
-// n > 1 takes otherwise decodes per warp row and reloads x per row: 9-27% of the bandwidth at
-// n = 8). Same lane layout per type as Pair<T>.
+// Batched decode (2 <= n <= 8 rows of x, several sequences a step; the default): row pairs as
+// above, each lane's part of both weight rows decoded once into registers, then every x row
+// loaded once for both (the v2 kernel that n > 1 takes otherwise decodes per warp row and
+// reloads x per row: 9-27% of the bandwidth at n = 8). Same lane layout per type as Pair<T>.
 template <TensorType T>
 struct PairN;
 
 // Each PairN<T> splits its work in two: load() brings the lane's raw words of super-block sb of
-// both rows into registers (Raw), dot() decodes them and multiplies with every x row. Loading
-// super-block sb + 4W before the products of sb was measured (2026-12-05, H100, 8 sequences):
-// 3.47x -> 3.26x one sequence, the extra registers (Q4_K N = 8: 126 -> 155) cost more warps
-// than the loads in flight gained.
+// both rows into registers (Raw), dot() decodes them and multiplies with every x row. (Loading
+// super-block sb + 4W before the products of sb measured slower: the extra registers cost more
+// warps than the loads in flight gained.)
 template <>
 struct PairN<TensorType::Q4_K> {
   struct Raw {

@@ -1,11 +1,9 @@
 // get_rows: embedding lookup. Reads row ids[i] of a table of any supported type (F32, F16, BF16
 // or a GGUF block type), writes out[i, :] as F32. One block per looked-up row; each thread
 // decodes 32-element chunks. Bytes: n rows of the table read, n * cols * 4 written.
-// One launch a forward pass (the embedding). Measured apart (H200, 2026-12-05, `tern-cuda-bench
-// --elementwise`, Q4_K table of 32768 x 4096; bench/results/2026-12-05-cuda-h200-session-g.md): 1
-// row 2.7 us (launch-bound), 512 rows 9.9 us = 23% of the copy bandwidth, 2048 rows 33 us = 27%
-// (one block a row decoding 32-element chunks: short rows leave the memory system idle between
-// blocks).
+// One launch a forward pass (the embedding). Measured: 27% of the copy bandwidth for 2048 rows of
+// a Q4_K table of 32768 x 4096, 1 row launch-bound (H200, tern-cuda-bench --elementwise): one
+// block a row decoding 32-element chunks leaves the memory system idle between blocks.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 

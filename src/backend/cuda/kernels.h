@@ -203,8 +203,9 @@ cudaError_t store_kv(TensorType type, void* k_cache, void* v_cache, const float*
 
 // attention.cu: paged causal attention, split over the context (flash-decoding style): the
 // dispatch over the decode kernels below.
-// The decode kernels attention() can take: v2 (any cache type), v4 (F16/BF16 caches, heads of 64,
-// 128 or 256), and the tensor-core one (attention_decode_mma.cu: F16 caches, those heads).
+// The decode kernels attention() can take: v2 (attention_decode_any_cache.cu: any cache type), v4
+// (attention_decode_f16_bf16.cu: F16/BF16 caches, heads of 64, 128 or 256), and the tensor-core
+// one (attention_decode_mma.cu: F16 caches, those heads).
 enum class DecodeAttentionKernel : int32_t { kV2, kV4, kMma };
 struct AttentionLaunch {
   const float* q = nullptr;  // [tokens, heads, head_dim]
@@ -254,9 +255,8 @@ bool attention_folds_rope(const AttentionLaunch& a);
 bool attention_supported(TensorType kv_type, int64_t head_dim, int64_t group);
 // The one for this cache, GQA group (query heads a KV head) and the most keys a token of the
 // batch sees: the tensor-core kernel from 8K keys on, or for groups v4 would cut into uneven
-// blocks; v4 otherwise (measured 2026-12-05, H100, Qwen3-8B-shaped decode steps: the tensor-core
-// kernel +2-8% after 16K tokens on Q4_K_M / Q8_0 / BF16, but -3-5% on Q8_0 and BF16 after 1K;
-// attention.cu says more). TERN_CUDA_ATTN=mma / 4 / 2 takes one kernel everywhere (A/B runs).
+// blocks; v4 otherwise (attention.cu says why). TERN_CUDA_ATTN=mma / 4 / 2 takes one kernel
+// everywhere (A/B runs).
 DecodeAttentionKernel decode_attention_kernel(TensorType kv_type, int64_t head_dim, int64_t group,
                                               int64_t max_keys);
 // The fewest keys a context split should get with that kernel.
@@ -273,12 +273,14 @@ cudaError_t attention(const AttentionLaunch& a, cudaStream_t stream);
 // writes the output); group 32: head_dim a multiple of 32 (each warp quantizes what it wrote);
 // group 256: heads dividing it and k = heads x head_dim a multiple of it.
 bool attention_output_quantizes(const AttentionLaunch& a, int group);
-// attention_decode_v2.cu: the decode kernel on the CUDA cores for every cache type and head size
-// (attention_supported), a lane a key; attention() takes it where the others cannot.
+// attention_decode_any_cache.cu ("v2"): the decode kernel on the CUDA cores for every cache type
+// and head size (attention_supported), a lane a key; attention() takes it where the others
+// cannot.
 int64_t decode_attention_v2_heads_per_block(int64_t group);
 void decode_attention_v2(const AttentionLaunch& a, cudaStream_t stream);
-// attention_decode_v4.cu: the decode kernel on the CUDA cores for F16/BF16 caches with heads of
-// 64, 128 or 256, 8 lanes a key. False (nothing launched) for a head count a block cannot take.
+// attention_decode_f16_bf16.cu ("v4"): the decode kernel on the CUDA cores for F16/BF16 caches
+// with heads of 64, 128 or 256, 8 lanes a key. False (nothing launched) for a head count a block
+// cannot take.
 int64_t decode_attention_v4_heads_per_block(int64_t group, int64_t head_dim);
 int64_t decode_attention_v4_split_keys();
 bool decode_attention_v4(const AttentionLaunch& a, cudaStream_t stream);

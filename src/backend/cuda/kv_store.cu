@@ -2,10 +2,9 @@
 // type (F32, F16, BF16, or Q8_0 blocks of 32 rounded as the CPU quantizer does) and written at
 // rows slots[t] * kv_heads + h of the paged caches. One warp per (token, head, K or V) row.
 // Reads 4 bytes per element, writes the cache type's size.
-// Measured (H200, 2026-12-04, cold profile of a Qwen3-8B decode step): 153 us a pass, ~4.3 us a
-// layer for 8 KB in and 4 KB out (F16): latency-bound, ~0.1% of the copy roofline; it is one of
-// the small per-layer launches. With fusion on and an F16 cache, norm.cu's q/k norm + RoPE
-// launch does this store too (2026-12-06); this kernel serves the other cache types and the
+// Measured: latency-bound, ~0.1% of the copy bandwidth (~4.3 us a layer for 8 KB in and 4 KB out,
+// F16; H200, cold profile of a Qwen3-8B decode step). With fusion on and an F16 cache, norm.cu's
+// q/k norm + RoPE launch does this store too; this kernel serves the other cache types and the
 // unfused paths.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"

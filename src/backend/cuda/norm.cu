@@ -11,17 +11,10 @@
 //    values written into it as store_kv does: reads and writes each head once instead of twice,
 //    one launch a layer instead of three.
 // These are one-row kernels of a decode step: launch latency, not bandwidth, bounds them
-// (a 4096-float row is 16 KB: well under a microsecond at the copy bandwidth).
-// Measured on the H200 (2026-12-04, Nsight Compute, cold L2, one decode row of 4096): the
-// register-resident row kernel 3.7-4.2 us a launch (v1 loop: 19.5 us), ~0% of the copy
-// bandwidth by bytes, launch-bound as expected. Prefill (H200, 2026-12-05, `tern-cuda-bench
-// --elementwise`, x 4096, over the 4,228 GB/s copy bandwidth): rms_norm 512 / 2,048 rows 75% /
-// 64%, add + rms_norm + quantize_q8 105% (L2) / 88%; the fused q/k rms_norm + rope of 32 heads of
-// 128 was 14% at both (29 / 113 us: a block of 256 threads for each head row of 128 values); a
-// warp a row since 2026-12-06 (same bench, H200): 10.1 / 36.6 us = 39% / 43%, q and k (32 + 8
-// heads) in one launch 12.4 / 45.4 us. In the decode step the q/k launch also stores the keys
-// and values (store_kv): Qwen3-8B Q4_K_M 366 -> 294 launches a step, GPU time 2,893 -> 2,720 us,
-// decode 315.2 -> 343.1 tok/s (TERN_CUDA_ROPE_MERGE=0 against the default, same call).
+// (a 4096-float row is 16 KB: ~0% of the copy bandwidth by bytes, 3.7-4.2 us a launch cold, H200).
+// Measured with many rows (x 4096, 2,048 rows, H200, tern-cuda-bench --elementwise): rms_norm 64%
+// of the copy bandwidth, add + rms_norm + quantize_q8 88%, the q/k rms_norm + rope (a warp a
+// row) 43%. In the decode step the q/k launch also stores the keys and values (store_kv).
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels.h"
@@ -97,9 +90,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const int64_t quads = cols / 4;
   // The weights are no launch's output: read before the wait for the launch before, so that the
   // scaling after the row's sum waits on no memory (a decode step's norm is one block of 1,024
-  // threads: its time is its round trips). Measured with the split merge of attention_combine.cu
-  // (2026-12-06, H100, Qwen3-8B Q4_K_M decode, GPU time a step): 3,026 -> 2,937 us together, 3,036
-  // -> 3,005 for the merge alone, so ~2% is this.
+  // threads: its time is its round trips; ~2% of a decode step).
   float4 wv[STEPS];
 #pragma unroll
   for (int s = 0; s < STEPS; ++s) {
@@ -171,9 +162,8 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 // Threads and float4 steps per thread for a row of `cols`; false when the row kernels do not
-// apply (cols % 4 != 0 or too long): the looping kernels below take those.
 // (Fewer threads a row, 2 or 4 float4s a thread at 4,096 columns, measured slower in the decode
-// step: 2,797 -> 2,823 / 2,861 us; 2026-12-06, H100, Qwen3-8B Q4_K_M after 512 tokens.)
+// step.)
 bool row_shape(int64_t cols, bool quant, int& threads, int& steps) {
   if (cols % 4 != 0 || (quant && cols % 32 != 0)) return false;
   const int64_t quads = cols / 4;
@@ -333,9 +323,7 @@ __global__ void __launch_bounds__(kRopeWarps * 32) rms_norm_rope_kernel(NormRope
   // Before the wait for the launch before (the q/k/v product): what no launch of the step
   // writes - the norm's weights, the token's position (staged before the step began) and each
   // element's rotation (sincos: the longest arithmetic here) - as the row norm reads its weights
-  // early (row_norm_kernel). Measured (2026-12-06, H100, Qwen3-8B Q4_K_M decode after 512
-  // tokens, the build before against this one, A B A B): GPU time a step 2,826 / 2,825 ->
-  // 2,784 / 2,780 us (-1.5%; predicted ~-15 us).
+  // early (row_norm_kernel): -1.5% a decode step.
   RopeLane<QUADS> lane_setup;
   rope_lane_setup(l, weight, norm, token, lane, lane_setup);
   pdl_wait();

@@ -1,11 +1,11 @@
 // One head row's RMS norm (Qwen3-style q/k norms) and RoPE by one warp: the arithmetic that
-// rms_norm_rope_kernel (norm.cu) runs and that the v4 decode attention (attention_decode_v4.cu)
-// runs when it takes that launch's work over. Both call these functions, so their results agree
-// bit for bit with each other and with rms_norm followed by rope (the roundings that matter are
-// pinned).
+// rms_norm_rope_kernel (norm.cu) runs and that the v4 decode attention
+// (attention_decode_f16_bf16.cu) runs when it takes that launch's work over. Both call these
+// functions, so their results agree bit for bit with each other and with rms_norm followed by
+// rope (the roundings that matter are pinned).
 // Reads: the row (head_dim floats), its norm weights, the position and the inverse frequencies;
 // writes the rotated row to the caller's registers (and the normed row to a warp's shared
-// memory slice, for the rotation's partners).
+// memory slice, for the rotation's partners). No roofline figure of its own (device functions).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -18,7 +18,7 @@ namespace tern::cuda {
 // q/k norm + RoPE must equal row_norm_kernel + rope bit for bit, and left to itself the compiler
 // contracts x*x + y*y + ... into FMAs after the code around it: reading the weights earlier in
 // row_norm_kernel turned its fma(x, x, y*y) into fma(y, y, x*x) and moved one f16 k-cache value
-// of cuda_device_test's fused case (2026-12-06, H100).
+// of cuda_device_test's fused case.
 __device__ __forceinline__ float sum_of_squares(float4 v) {
   float q = __fmul_rn(v.y, v.y);
   q = __fmaf_rn(v.x, v.x, q);

@@ -5,13 +5,9 @@
 // Q8x32, for the 32-element block types) or 256 (its Q8x256, for the K-quants: the 8 blocks of
 // 32 share one scale), so both backends make the same 8-bit activations for every weight type.
 // group 32: one warp per block; group 256: one warp per group, 8 values a lane.
-// Reads 4 bytes per element, writes 1.25.
-// Measured (H200, 2026-12-04, cold profile of a Qwen3-8B decode step): 194 us a pass for the
-// quantizations the fused norms do not absorb (~2.7 us a launch for 16-48 KB): latency-bound,
-// well under 1% of the copy roofline. Measured apart (H200, 2026-12-05, `tern-cuda-bench
-// --elementwise`, x 4096): one token 1.1 us (launch-bound), 512 tokens 10.3 us and 2,048 tokens
-// 41 us = 25% of the copy bandwidth (a warp a block of 32: 128 bytes read a warp, too little in
-// flight). The group-256 kernel runs in the tests (cuda_device_test) but is not timed apart.
+// Reads 4 bytes per element, writes 1.25. Measured (group 32): 25% of the copy bandwidth at 2,048
+// tokens of 4096 (a warp a block of 32: 128 bytes read a warp, too little in flight), one token
+// launch-bound (H200, tern-cuda-bench --elementwise); group 256 not timed apart.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quantize_q8.cuh"

@@ -3,15 +3,10 @@
 // inverse frequencies (theta and the optional factors folded in) come from the host, computed
 // exactly as the CPU backend does. One thread per (token, head, pair); reads and writes the
 // rotated values once.
-// Measured (H200, 2026-12-04, Nsight Compute cold profile of a Qwen3-8B decode step,
-// bench/results/2026-12-04-cuda-decode-pairs-norms.md): in the decode step RoPE runs fused into
-// the q/k norm (norm.cu); the two launches a layer took 295 us a pass, ~4.1 us each for ~40 KB:
-// launch- and latency-bound (~0.2% of the 4.2 TB/s copy roofline). This unfused kernel serves
-// prefill and graphs-off runs. Measured apart (H200, 2026-12-05, `tern-cuda-bench --elementwise`,
-// 32 heads of 128): one token 1.5 us (launch-bound), 512 tokens 7.0 us = 57% of the copy
-// bandwidth, 2,048 tokens 24 us = 67%. With fusion on (CUDA graphs), RoPE runs in norm.cu's
-// rms_norm_rope launch even without a q/k norm (norm off), q and k and the cache store together;
-// this kernel serves the unfused paths.
+// Measured: 67% of the copy bandwidth at 2,048 tokens of 32 heads of 128, one token launch-bound
+// (H200, tern-cuda-bench --elementwise). With fusion on (CUDA graphs) RoPE runs in norm.cu's
+// rms_norm_rope launch (even without a q/k norm), q and k and the cache store together; this
+// kernel serves prefill, the unfused paths and graphs-off runs.
 #include "backend/cuda/kernels.h"
 
 namespace tern::cuda {
@@ -33,7 +28,7 @@ __global__ void rope_kernel(float* x, int64_t head_dim, int64_t heads, int64_t n
   const float x0 = v[a], x1 = v[b];
   // The rotation's roundings pinned (norm.cu's fused q/k norm + RoPE must equal this bit for
   // bit, and ptxas contracts after the code around it): x1's product first, then the FMA with
-  // x0's, as both kernels compiled to before they were pinned (2026-12-06).
+  // x0's, as both kernels compiled to before they were pinned.
   v[a] = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
   v[b] = __fmaf_rn(x0, s, __fmul_rn(x1, c));
 }

@@ -3,14 +3,11 @@
 // their ids (stable, so equal logits keep the lower id first: the host's order), then one block
 // walks the sorted row: the normalizer (over the top k, or everything), the min-p / top-p cut and
 // the draw's inverse CDF, as block-wide scans of the probabilities in double. Only the token id
-// travels back instead of a row of logits (600 KB for Qwen3) and a host pass over it (~1 ms a
-// token on the host for 151,936 logits: bench/results/2026-12-05-cpu-sampler.md).
-// Reads the row once (sort: a few passes over 8 bytes a logit, all in L2), writes one id.
-// Measured (2026-12-05, H100, Qwen3-8B Q4_K_M, `tern bench --temp 1`, 512-token prompt): decode
-// 266.6 tok/s with it against 73.5 with the row brought back and picked on the host, and 277 for
-// greedy decode: the sort and walk cost ~0.14 ms a token (its roofline fraction is not measured
-// apart). cuda_device_test's SampleRowsPicksWhatTheHostPicks checks it against pick_token (1,440
-// of 1,440 draws equal). The models use it unless TERN_CUDA_SAMPLE=0.
+// travels back instead of a row of logits (600 KB for Qwen3) and a host pass over it.
+// Reads the row once (sort: a few passes over 8 bytes a logit, all in L2), writes one id. Its
+// roofline fraction is not measured apart: ~0.14 ms a token in the decode step (H100, Qwen3-8B
+// Q4_K_M, tern bench --temp 1). cuda_device_test's SampleRowsPicksWhatTheHostPicks checks it
+// against pick_token. The models use it unless TERN_CUDA_SAMPLE=0.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>

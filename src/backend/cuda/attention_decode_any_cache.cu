@@ -1,20 +1,12 @@
-// attention_decode_v2: decode attention on the CUDA cores for every cache type (F32, F16, BF16 or
-// Q8_0) and head size (up to 256), with grouped-query heads, a sliding window, score
-// soft-capping and token trees' ancestor masks; flash-decoding style. attention() takes it where
-// the v4 kernel (attention_decode_v4.cu) and the tensor-core one (attention_decode_mma.cu) cannot.
-// Grid: (token, KV head, query-head chunk) x context splits. Each block holds up to 8 query
-// heads of one KV head in shared memory; each of its 4 warps walks tiles of 32 keys (one key
-// per lane for the scores, one tile of values per lane's dims for the output) with an online
-// softmax, the warps are merged in shared memory, and with several splits attention_combine.cu
-// merges the splits' (max, sum, output) triples.
-// Reads: q once, every attended key and value row once per block (GQA heads share them).
-// Writes: out [tokens, heads, head_dim] (or the split partials).
-// Measured on the H200 (2026-12-03, tern-cuda-bench, inside a CUDA graph; copy roofline 4229 GB/s;
-// one decode token, 32 query / 8 KV heads of 128, F16): 16K context 679 GB/s of K+V (16%), 1K
-// context 221 GB/s (5%, 19 us: launch-size bound). 2026-12-04: ~22 us a layer at ~600 tokens in
-// the decode step (Nsight Compute, cold), ~0.8 ms of a 3.6 ms step, latency-bound (4 warps an
-// SM, no eligible warp 92% of the time); v4 replaced it for F16/BF16 caches with heads of 64,
-// 128 or 256 (attention_decode_v4.cu has the figures).
+// attention_decode_any_cache ("v2"): decode attention on the CUDA cores for every cache type (F32,
+// F16, BF16, Q8_0) and head size up to 256, with GQA, sliding window, soft-cap and token-tree
+// masks, a lane a key; attention() takes it where attention_decode_f16_bf16.cu and
+// attention_decode_mma.cu cannot. Grid: (token, KV head, query-head chunk) x context splits; 4
+// warps walk tiles of 32 keys with an online softmax, merged in shared memory, the splits by
+// attention_combine.cu.
+// Reads q once and every attended K/V row once a block; writes out [tokens, heads, head_dim] or
+// the split partials. Measured: 16% of the copy bandwidth at 16K keys, F16 (H200; latency-bound:
+// one lane walks a whole key), so F16/BF16 caches take v4.
 #include <cmath>
 
 #include "backend/cuda/attention_common.cuh"

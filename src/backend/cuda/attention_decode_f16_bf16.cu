@@ -1,17 +1,9 @@
-// attention_decode_v4: decode attention on the CUDA cores for F16 and BF16 caches with heads of
-// 64, 128 or 256, 8 lanes a key (the comment above attention_v4_kernel says how); attention()
-// takes it below 8K keys.
-// Reads: q once, every attended K and V row once per block of query heads. Writes: out [tokens,
-// heads, head_dim] or the split partials (attention_combine.cu merges them).
-// Measured (2026-12-04, tern-cuda-bench, in a graph, one decode token, 32/8 heads of 128, F16,
-// H200): ctx 512 10.4 us (v2 18.3), 1K 13.1 us (20.5), 16K 53.4 us = 1256 GB/s of K+V (30% of the
-// 4229 GB/s copy roofline; v2 19%); in the Qwen3-8B Q4_K_M decode step 3452 -> 2988 us.
-// 2026-12-05: on the H100 decode after 16K tokens was 0.97x llama.cpp (186.9 vs 192 tok/s): v4
-// at 2 blocks an SM (~200 registers a lane) leaves its loads exposed while it computes. Two
-// remedies measured (H100, 16K keys): the next pass's K/V rows loaded before this pass's
-// products 56.7 -> 54.9 us, no gain in the decode step (removed 2026-12-07); two query heads a
-// block and 4 blocks an SM (v4_head_cap, now the default) 48.7 us, decode after 16K tokens
-// 1.03x llama.cpp. Both together: 72.8 us (the pipelined rows' registers undo the occupancy).
+// attention_decode_f16_bf16 ("v4"): decode attention on the CUDA cores for F16 and BF16 caches with
+// heads of 64, 128 or 256, 8 lanes a key (the comment above attention_v4_kernel says how);
+// attention() takes it below 8K keys.
+// Reads q once and every attended K/V row once a block of query heads; writes out [tokens, heads,
+// head_dim] or the split partials (attention_combine.cu merges them). Measured: 46% of the copy
+// bandwidth at 16K keys, 32/8 heads of 128, F16 (H100, tern-cuda-bench --attention).
 #include <algorithm>
 #include <cstdlib>
 
@@ -33,23 +25,19 @@ __device__ __forceinline__ void unpack8(const uint4& q, bool f16, float (&v)[8])
   for (int i = 0; i < 4; ++i) unpack_pair(w[i], f16, v[2 * i], v[2 * i + 1]);
 }
 
-// v4 (2026-12-04): 8 lanes a key. v2 is latency-bound (Nsight Compute: 4 warps an SM, no eligible
-// warp 92% of the time): one lane walks a whole key, ~3,400 dependent instructions a tile. Here
-// a key is split over 8 lanes (lane i holds dims [64c + 8i, 64c + 8i + 8) of every 64-dim chunk
-// c: one 16-byte load a chunk, the 8 lanes' loads one 128-byte line), the partial dot products
-// meet in 3 shuffles, and each 8-lane group keeps its own online softmax over the keys it takes
-// (key kbeg + 16t + group). A group loads the K and V rows of kU keys before the first product,
-// so a block has 16 x kU keys in flight; the groups merge through shuffles, the warps through
-// shared memory. F16 and BF16 caches, head_dim 64, 128 or 256 (C = head_dim / 64 chunks), G
-// query heads a block with G x C <= 8 (q and the output in registers).
+// 8 lanes a key: one lane walking a whole key (v2) is latency-bound, ~3,400 dependent
+// instructions a tile. Here a key is split over 8 lanes (lane i holds dims [64c + 8i, 64c + 8i + 8)
+// of every 64-dim chunk c: one 16-byte load a chunk, the 8 lanes' loads one 128-byte line), the
+// partial dot products meet in 3 shuffles, and each 8-lane group keeps its own online softmax over
+// the keys it takes (key kbeg + 16t + group). A group loads the K and V rows of kU keys before the
+// first product, so a block has 16 x kU keys in flight; the groups merge through shuffles, the
+// warps through shared memory. F16 and BF16 caches, head_dim 64, 128 or 256 (C = head_dim / 64
+// chunks), G query heads a block with G x C <= 8 (q and the output in registers).
 // With a.early_keys the first pass's rows of keys stored by earlier steps are loaded before the
 // PDL wait, so their DRAM round trip overlaps the q/k norm + RoPE launch before; q and the new
-// keys come after it. Inside the decode step a launch of this kernel costs ~7.4 us of GPU time
-// at 512 keys (2026-12-06, H100, Qwen3-8B Q4_K_M, TERN_CUDA_SKIP_KERNELS: the step without it),
-// for ~2 MB of K+V a layer: latency (dependent round trips), not bandwidth. The early loads
-// took 24 us off a 2,926 us step, and one pass a split (the host's rounded-up split count) 67.
-// With a.fold_rope the kernel also does the q/k norm + RoPE launch's work (rope_row): 35 us off a
-// 2,815 us step (2026-12-06, H100; cuda_device_attention.cpp, fold_rope_into_attention).
+// keys come after it: at 512 keys a launch is ~2 MB of K+V a layer, bound by dependent round
+// trips, not bandwidth. With a.fold_rope the kernel also does the q/k norm + RoPE launch's work
+// (rope_row; cuda_device_attention.cpp, fold_rope_into_attention).
 constexpr int kGroupLanes = 8;
 constexpr int kKeysInFlight = 2;  // kU: keys a group loads before using the first
 constexpr int kV4KeysPerPass = kWarps * (32 / kGroupLanes) * kKeysInFlight;
@@ -260,11 +248,7 @@ __global__ void __launch_bounds__(32 * kWarps, (v4_min_blocks<C, G>()))
 
 // Query heads a v4 block holds: at most 2 (TERN_CUDA_ATTN_HEADS=1|2|4|8 for A/B runs). Fewer
 // heads, fewer registers (q and the output live in them), more blocks an SM; a group's K/V rows
-// are then read once per block of heads, the second time from L2. Measured 2026-12-05 (H100,
-// tern-cuda-bench --attention, 32/8 heads of 128, F16, with 4 blocks an SM, see
-// cuda_device_attention.cpp): 16K keys 56.7 -> 48.7 us (39% -> 46% of the copy roofline), 512
-// keys 10.8 -> 8.2 us; Qwen3-8B Q4_K_M decode after 16K tokens 190.7 -> 200.9 tok/s (llama.cpp
-// 195.4 in the same call), after 512 tokens 274-282 -> 285-290 (llama.cpp 247-248).
+// are then read once per block of heads, the second time from L2. Measured best (bench/README.md).
 int v4_head_cap() {
   static const int cap = [] {
     const char* v = std::getenv("TERN_CUDA_ATTN_HEADS");
@@ -329,10 +313,8 @@ bool decode_attention_v4(const AttentionLaunch& a, cudaStream_t stream) {
 
 bool attention_folds_rope(const AttentionLaunch& a) {
   const NormRopeLaunch& l = a.rope;
-  // v4 only. The same fold in the tensor-core kernel (8K keys on) passed its tests but measured
-  // no gain (2026-12-06, H100, Q4_K_M decode after 16K, one machine: 241.4 -> 240.2 tok/s alone,
-  // 253.1 -> 252.9 with the early tiles): the rows' norm and rotation sat in front of every
-  // block's first tile, where the launch it saved had overlapped through PDL. Removed.
+  // v4 only: the same fold in the tensor-core kernel measured no gain (the rows' norm and rotation
+  // sat in front of every block's first tile, where the launch it saved overlapped through PDL).
   if (a.decode_kernel != DecodeAttentionKernel::kV4 || a.kv_type != TensorType::F16 ||
       a.tokens != 1 || a.ancestors != nullptr || a.kv_heads <= 0 ||
       (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)) {
