@@ -39,7 +39,7 @@ struct ChatRequest {
   // [{"type": "function", "function": {"name", "description", "parameters"}}]
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();
   ToolChoice tool_choice;
-  // Carried for completeness: a forced call is always one call, and free output is not cut.
+  // Read, not yet enforced on free output (a forced call is always exactly one call).
   bool parallel_tool_calls = true;
   std::optional<bool> thinking;  // unset: the template's default (templates that read it)
   nlohmann::ordered_json template_variables;  // further variables for the template (may be null)
