@@ -49,6 +49,7 @@ OutputSplitter::OutputSplitter(const std::string& template_source,
   options.in_reasoning = prompt_opens_reasoning(format, rendered_prompt);
   parser_ = make_output_parser(format, std::move(options));
 }
+OutputSplitter::OutputSplitter(std::unique_ptr<OutputParser> parser) : parser_(std::move(parser)) {}
 OutputSplitter::~OutputSplitter() = default;
 OutputSplitter::OutputSplitter(OutputSplitter&&) noexcept = default;
 OutputSplitter& OutputSplitter::operator=(OutputSplitter&&) noexcept = default;

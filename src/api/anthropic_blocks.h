@@ -28,6 +28,8 @@ class OutputSplitter {
   // the template format (empty: no tool calls are looked for).
   OutputSplitter(const std::string& template_source, const std::string& rendered_prompt,
                  const nlohmann::ordered_json& tools);
+  // Over a parser already configured (prepare_chat's).
+  explicit OutputSplitter(std::unique_ptr<OutputParser> parser);
   ~OutputSplitter();
   OutputSplitter(OutputSplitter&&) noexcept;
   OutputSplitter& operator=(OutputSplitter&&) noexcept;

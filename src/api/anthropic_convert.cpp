@@ -1,9 +1,12 @@
-// Anthropic request bodies -> the Hugging Face chat-template format.
+// Anthropic request bodies -> the neutral ChatRequest (messages and tools in the Hugging Face
+// chat-template format).
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "api/anthropic_messages.h"
+#include "api/openai_common.h"
+#include "api/output_parser.h"
 
 namespace tern::api {
 
@@ -238,31 +241,53 @@ Result<ordered_json> anthropic_messages_to_template(const json& body) {
   return out;
 }
 
-Result<ordered_json> anthropic_tools_to_template(const json& body) {
+namespace {
+
+// {"type": "auto" | "any" | "tool" | "none", "name", "disable_parallel_tool_use"}; `any` and
+// `tool` are OpenAI's "required" and named choice.
+Result<ToolChoice> read_tool_choice(const json& body, bool& parallel_tool_calls) {
+  ToolChoice c;
+  if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return c;
+  const json& tc = body["tool_choice"];
+  if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
+    return Error{"tool_choice: must be an object with a 'type' (auto, any, tool, none)"};
+  const std::string type = tc["type"].get<std::string>();
+  if (type == "none") {
+    c.mode = ToolChoice::Mode::None;
+  } else if (type == "any") {
+    c.mode = ToolChoice::Mode::Required;
+  } else if (type == "tool") {
+    if (!tc.contains("name") || !tc["name"].is_string())
+      return Error{"tool_choice.name: required when tool_choice.type is 'tool'"};
+    c.mode = ToolChoice::Mode::Named;
+    c.name = tc["name"].get<std::string>();
+  } else if (type != "auto") {
+    return make_error("tool_choice.type: '{}' is not one of auto, any, tool, none", type);
+  }
+  if (tc.contains("disable_parallel_tool_use") && tc["disable_parallel_tool_use"].is_boolean())
+    parallel_tool_calls = !tc["disable_parallel_tool_use"].get<bool>();
+  return c;
+}
+
+// `thinking`: {"type": "enabled" | "adaptive" | "disabled", ...}; without it no thinking (the
+// Messages API thinks only when asked).
+Result<bool> read_thinking(const json& body) {
+  if (!body.contains("thinking") || body["thinking"].is_null()) return false;
+  const json& t = body["thinking"];
+  if (!t.is_object() || !t.contains("type") || !t["type"].is_string())
+    return Error{"thinking: must be an object with a 'type' (enabled, disabled)"};
+  const std::string type = t["type"].get<std::string>();
+  if (type == "enabled" || type == "adaptive") return true;
+  if (type != "disabled")
+    return make_error("thinking.type: '{}' is not one of enabled, disabled", type);
+  return false;
+}
+
+}  // namespace
+
+Result<ordered_json> anthropic_tools_to_template(const json& tools) {
   ordered_json out = ordered_json::array();
-  std::string choice = "auto";
-  std::string forced;
-  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
-    const json& tc = body["tool_choice"];
-    if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
-      return Error{"tool_choice: must be an object with a 'type' (auto, any, tool, none)"};
-    choice = tc["type"].get<std::string>();
-    if (choice != "auto" && choice != "any" && choice != "tool" && choice != "none")
-      return make_error("tool_choice.type: '{}' is not one of auto, any, tool, none", choice);
-    if (choice == "tool") {
-      if (!tc.contains("name") || !tc["name"].is_string())
-        return Error{"tool_choice.name: required when tool_choice.type is 'tool'"};
-      forced = tc["name"].get<std::string>();
-    }
-  }
-  if (!body.contains("tools") || body["tools"].is_null()) {
-    if (!forced.empty()) return make_error("tool_choice.name: no tool named '{}' in tools", forced);
-    return out;
-  }
-  const json& tools = body["tools"];
   if (!tools.is_array()) return Error{"tools: must be an array"};
-  if (choice == "none") return out;
-  bool found = false;
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
@@ -275,18 +300,72 @@ Result<ordered_json> anthropic_tools_to_template(const json& body) {
     }
     if (!t["input_schema"].is_object())
       return make_error("tools.{}.input_schema: must be a JSON schema object", i);
-    const std::string name = t["name"].get<std::string>();
-    if (!forced.empty() && name != forced) continue;
-    found = found || name == forced;
-    ordered_json fn = {{"name", name}};
+    ordered_json fn = {{"name", t["name"]}};
     if (t.contains("description") && t["description"].is_string())
       fn["description"] = t["description"];
     fn["parameters"] = ordered_json(t["input_schema"]);
     out.push_back({{"type", "function"}, {"function", fn}});
   }
-  if (!forced.empty() && !found)
-    return make_error("tool_choice.name: no tool named '{}' in tools", forced);
   return out;
+}
+
+Result<ChatRequest> anthropic_conversation(const json& body) {
+  ChatRequest chat;
+  auto messages = anthropic_messages_to_template(body);
+  if (!messages) return messages.error();
+  chat.messages = std::move(*messages);
+  auto choice = read_tool_choice(body, chat.parallel_tool_calls);
+  if (!choice) return choice.error();
+  chat.tool_choice = std::move(*choice);
+  const std::string& forced = chat.tool_choice.name;
+  const bool has_tools = body.contains("tools") && !body["tools"].is_null();
+  if (!has_tools && !forced.empty())
+    return make_error("tool_choice.name: no tool named '{}' in tools", forced);
+  if (has_tools && !body["tools"].is_array()) return Error{"tools: must be an array"};
+  // tool_choice none: the tools are not offered, so not read either.
+  if (has_tools && chat.tool_choice.mode != ToolChoice::Mode::None) {
+    auto tools = anthropic_tools_to_template(body["tools"]);
+    if (!tools) return tools.error();
+    chat.tools = std::move(*tools);
+  }
+  if (!forced.empty()) {
+    const auto infos = tool_infos(chat.tools);
+    if (std::none_of(infos.begin(), infos.end(),
+                     [&](const ToolInfo& t) { return t.name == forced; }))
+      return make_error("tool_choice.name: no tool named '{}' in tools", forced);
+  }
+  // `any` with nothing to call (only server tools, or none): nothing to force.
+  if (chat.tool_choice.mode == ToolChoice::Mode::Required && chat.tools.empty())
+    chat.tool_choice.mode = ToolChoice::Mode::Auto;
+  auto thinking = read_thinking(body);
+  if (!thinking) return thinking.error();
+  chat.thinking = *thinking;
+  return chat;
+}
+
+Result<ChatRequest> anthropic_chat_request(const json& body) {
+  if (!body.contains("max_tokens")) return Error{"max_tokens: field required"};
+  if (!body["max_tokens"].is_number_integer() || body["max_tokens"].get<int64_t>() < 1)
+    return Error{"max_tokens: must be a positive integer"};
+  auto chat = anthropic_conversation(body);
+  if (!chat) return chat.error();
+  // Only the sampling fields the Messages API has; its stop list is `stop_sequences`.
+  json sampling = {{"max_tokens", body["max_tokens"]}};
+  for (const char* key : {"temperature", "top_p", "top_k"}) {
+    if (body.contains(key)) sampling[key] = body[key];
+  }
+  auto read = read_sampling(sampling);
+  if (!read) return read.error();
+  chat->sampling = std::move(*read);
+  if (body.contains("stop_sequences") && !body["stop_sequences"].is_null()) {
+    const json& stops = body["stop_sequences"];
+    if (!stops.is_array()) return Error{"stop_sequences: must be an array of strings"};
+    for (const auto& s : stops) {
+      if (!s.is_string()) return Error{"stop_sequences: must be an array of strings"};
+      if (!s.get<std::string>().empty()) chat->sampling.stop.push_back(s.get<std::string>());
+    }
+  }
+  return chat;
 }
 
 }  // namespace tern::api

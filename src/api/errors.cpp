@@ -79,4 +79,8 @@ HttpResponse error_response(ErrorFlavor flavor, int status, const std::string& m
   return r;
 }
 
+HttpResponse error_response(ErrorFlavor flavor, const RequestError& error) {
+  return error_response(flavor, 400, error.message, error.field);
+}
+
 }  // namespace tern::api

@@ -5,29 +5,29 @@
 
 namespace tern::api {
 
-Result<void> read_sampling(const nlohmann::json& body, Request& request, int64_t default_max_tokens,
-                           int64_t max_tokens_limit) {
-  auto& o = request.options;
+Result<SamplingRequest> read_sampling(const nlohmann::json& body, int64_t max_tokens_limit) {
+  SamplingRequest o;
   auto number = [&](const char* key, float& out) -> Result<void> {
     if (!body.contains(key) || body[key].is_null()) return {};
     if (!body[key].is_number()) return make_error("'{}' must be a number", key);
     out = body[key].get<float>();
     return {};
   };
-  o.sampling.temperature = 1.0f;  // OpenAI's default
-  TERN_TRY(number("temperature", o.sampling.temperature));
-  TERN_TRY(number("top_p", o.sampling.top_p));
-  TERN_TRY(number("min_p", o.sampling.min_p));
-  TERN_TRY(number("presence_penalty", o.sampling.presence_penalty));
-  TERN_TRY(number("frequency_penalty", o.sampling.frequency_penalty));
-  TERN_TRY(number("repetition_penalty", o.sampling.repetition_penalty));
+  float temperature = 0;
+  TERN_TRY(number("temperature", temperature));
+  if (body.contains("temperature") && !body["temperature"].is_null()) o.temperature = temperature;
+  TERN_TRY(number("top_p", o.params.top_p));
+  TERN_TRY(number("min_p", o.params.min_p));
+  TERN_TRY(number("presence_penalty", o.params.presence_penalty));
+  TERN_TRY(number("frequency_penalty", o.params.frequency_penalty));
+  TERN_TRY(number("repetition_penalty", o.params.repetition_penalty));
   if (body.contains("top_k") && !body["top_k"].is_null()) {
     if (!body["top_k"].is_number_integer()) return Error{"'top_k' must be an integer"};
-    o.sampling.top_k = body["top_k"].get<int32_t>();
+    o.params.top_k = body["top_k"].get<int32_t>();
   }
   if (body.contains("seed") && !body["seed"].is_null()) {
     if (!body["seed"].is_number_integer()) return Error{"'seed' must be an integer"};
-    o.sampling.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
+    o.params.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
   }
   if (body.contains("logit_bias") && !body["logit_bias"].is_null()) {
     if (!body["logit_bias"].is_object())
@@ -38,19 +38,18 @@ Result<void> read_sampling(const nlohmann::json& body, Request& request, int64_t
       if (end == key.c_str() || *end != '\0' || !value.is_number()) {
         return make_error("logit_bias key '{}' must be a token id with a numeric bias", key);
       }
-      o.sampling.logit_bias[static_cast<int32_t>(id)] = value.get<float>();
+      o.params.logit_bias[static_cast<int32_t>(id)] = value.get<float>();
     }
   }
-  o.max_tokens = default_max_tokens;
   for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens"}) {
     if (body.contains(key) && !body[key].is_null()) {
       if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
         return make_error("'{}' must be a positive integer", key);
       }
       o.max_tokens = body[key].get<int64_t>();
-      if (max_tokens_limit > 0 && o.max_tokens > max_tokens_limit) {
+      if (max_tokens_limit > 0 && *o.max_tokens > max_tokens_limit) {
         return make_error("'{}' is {}, more than the {} tokens of context this server holds", key,
-                          o.max_tokens, max_tokens_limit);
+                          *o.max_tokens, max_tokens_limit);
       }
     }
   }
@@ -67,7 +66,7 @@ Result<void> read_sampling(const nlohmann::json& body, Request& request, int64_t
       return Error{"'stop' must be a string or an array of strings"};
     }
   }
-  return {};
+  return o;
 }
 
 std::string openai_finish_reason(FinishReason reason) {

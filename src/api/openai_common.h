@@ -4,16 +4,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/chat_request.h"
 #include "base/error.h"
 #include "engine/engine.h"
 
 namespace tern::api {
 
 // Reads temperature, top_p, top_k, min_p, seed, presence/frequency/repetition penalties,
-// logit_bias, stop, max_tokens / max_completion_tokens into `request.options`. A max_tokens over
-// max_tokens_limit (when positive: the context) is an error rather than silently cut.
-Result<void> read_sampling(const nlohmann::json& body, Request& request, int64_t default_max_tokens,
-                           int64_t max_tokens_limit = 0);
+// logit_bias, stop, max_tokens / max_completion_tokens / max_output_tokens, as set. A max_tokens
+// over max_tokens_limit (when positive: the context) is an error rather than silently cut.
+Result<SamplingRequest> read_sampling(const nlohmann::json& body, int64_t max_tokens_limit = 0);
 
 std::string openai_finish_reason(FinishReason reason);
 nlohmann::json openai_usage(const Usage& usage);

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include "api/anthropic_blocks.h"
+#include "api/chat_preparation.h"
 #include "api/errors.h"
 #include "api/openai_common.h"
 #include "api/responses_assembler.h"
 #include "api/service.h"
-#include "engine/chat_prompt.h"
 
 namespace tern::api {
 
@@ -101,17 +101,17 @@ HttpResponse responses_get(ResponsesStore& store, const HttpRequest& http) {
   return r;
 }
 
-HttpResponse responses_create(Service& service, ResponsesStore& store, const HttpRequest& http) {
-  Body body = Body::parse(http.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object())
-    return bad_request("the request body is not a JSON object");
-  if (auto rejected = service.reject_model(body)) return *rejected;
+namespace {
+
+// The conversation so far into `items`: the stored items of `previous_response_id`, then
+// `input`. Otherwise the 400 or 404 the fields earn.
+std::optional<HttpResponse> read_conversation(const Body& body, ResponsesStore& store, json& items,
+                                              json& previous_id) {
   if (!body.contains("input")) return bad_request("'input' is required", "input");
   auto input = responses_input_items(body["input"]);
   if (!input) return bad_request(input.error().message, "input");
-
-  json items = json::array();
-  json previous_id = nullptr;
+  items = json::array();
+  previous_id = nullptr;
   if (body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
     if (!body["previous_response_id"].is_string())
       return bad_request("'previous_response_id' must be a string", "previous_response_id");
@@ -129,50 +129,19 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
     previous_id = prev;
   }
   for (const auto& item : *input) items.push_back(json(item));
+  return std::nullopt;
+}
 
-  std::string instructions;
-  if (body.contains("instructions") && !body["instructions"].is_null()) {
-    if (!body["instructions"].is_string())
-      return bad_request("'instructions' must be a string", "instructions");
-    instructions = body["instructions"].get<std::string>();
-  }
-  auto messages = responses_items_to_template(Body(items), instructions);
-  if (!messages) return bad_request(messages.error().message, "input");
-  auto tools = responses_tools_to_template(body);
-  if (!tools) return bad_request(tools.error().message, "tools");
-
-  ChatPromptOptions po;
-  if (body.contains("reasoning") && body["reasoning"].is_object() &&
-      body["reasoning"].contains("effort") && body["reasoning"]["effort"].is_string()) {
-    po.enable_thinking = body["reasoning"]["effort"].get<std::string>() != "none";
-  }
-  Engine& engine = service.engine();
-  auto formatter = ChatFormatter::create(engine.model());
-  if (!formatter) return bad_request(formatter.error().message);
-  auto rendered = formatter->render(*messages, *tools, po);
-  if (!rendered) return bad_request(rendered.error().message);
-
-  Request request;
-  request.prompt = engine.model().tokenizer->encode(*rendered, false, true);
-  const int64_t context = engine.model().context;
-  Body sampling = Body::object();
-  for (const char* key : {"temperature", "top_p", "max_output_tokens"}) {
-    if (body.contains(key)) sampling[key] = body[key];
-  }
-  if (!sampling.contains("temperature") && service.info().default_temperature)
-    sampling["temperature"] = *service.info().default_temperature;
-  if (auto ok = read_sampling(sampling, request, context, context); !ok)
-    return bad_request(ok.error().message);
-  request.options.max_tokens = std::min<int64_t>(
-      request.options.max_tokens, context - static_cast<int64_t>(request.prompt.size()));
-
+Echo echo_of(const Body& body, const ServiceInfo& info, const json& previous_id) {
   Echo echo;
   echo.id = random_id("resp_");
   echo.created = unix_time();
   echo.model = body.contains("model") && body["model"].is_string()
                    ? body["model"].get<std::string>()
-                   : service.info().model_name;
-  echo.instructions = instructions.empty() ? json(nullptr) : json(instructions);
+                   : info.model_name;
+  const bool instructed = body.contains("instructions") && body["instructions"].is_string() &&
+                          !body["instructions"].get<std::string>().empty();
+  echo.instructions = instructed ? json(body["instructions"]) : json(nullptr);
   echo.max_output_tokens = echo_or(body, "max_output_tokens", nullptr);
   echo.previous_response_id = previous_id;
   echo.reasoning = echo_or(body, "reasoning", json{{"effort", nullptr}, {"summary", nullptr}});
@@ -184,79 +153,106 @@ HttpResponse responses_create(Service& service, ResponsesStore& store, const Htt
   echo.metadata = echo_or(body, "metadata", json::object());
   echo.store = body.value("store", true);
   echo.parallel_tool_calls = body.value("parallel_tool_calls", true);
+  return echo;
+}
 
-  auto splitter = std::make_shared<OutputSplitter>(formatter->source(), *rendered, *tools);
-  auto submitted = engine.submit(std::move(request));
+// Ends the response: the final object, stored (with the conversation) unless store is false.
+json complete(ResponsesStore& store, const Echo& echo, const json& items, OutputSplitter& splitter,
+              ResponseItemAssembler& assembler, const Event& done) {
+  for (const auto& piece : splitter.finish()) assembler.add(piece);
+  const bool cut = done.finish == FinishReason::Length;
+  assembler.finish(cut ? "incomplete" : "completed");
+  json incomplete = cut ? json{{"reason", "max_output_tokens"}} : json(nullptr);
+  json response = response_object(echo, cut ? "incomplete" : "completed", assembler.output(),
+                                  usage_json(done.usage), incomplete);
+  if (echo.store) {
+    json all = items;
+    for (const auto& item : assembler.output()) all.push_back(item);
+    store.put(echo.id, {std::move(all), response});
+  }
+  return response;
+}
+
+// The whole response as one object (a 500 when the engine failed).
+HttpResponse whole_response(EventStream& events, OutputSplitter& splitter, ResponsesStore& store,
+                            const Echo& echo, const json& items) {
+  ResponseItemAssembler assembler([](const json&) {});
+  Event done;
+  while (auto e = events.next()) {
+    if (e->type == Event::Type::Text) {
+      for (const auto& piece : splitter.feed(e->text)) assembler.add(piece);
+    } else {
+      done = *e;
+    }
+  }
+  if (done.type == Event::Type::Error) return error_response(ErrorFlavor::OpenAI, 500, done.error);
+  HttpResponse r;
+  r.body = dump(complete(store, echo, items, splitter, assembler, done));
+  return r;
+}
+
+// The response as response.* events while it is generated (numbered from 0). A client that goes
+// away cancels the generation.
+void stream_response(EventStream& events, OutputSplitter& splitter, ResponsesStore& store,
+                     const Echo& echo, const json& items, const StreamWriter& write) {
+  int64_t sequence = 0;
+  bool alive = true;
+  auto emit = [&](json event) {
+    event["sequence_number"] = sequence++;
+    const std::string name = event["type"].get<std::string>();
+    if (alive) alive = write(sse_event(dump(event), name));
+    if (!alive) events.cancel();
+  };
+  const json pending = response_object(echo, "in_progress", json::array(), nullptr, nullptr);
+  emit({{"type", "response.created"}, {"response", pending}});
+  emit({{"type", "response.in_progress"}, {"response", pending}});
+  ResponseItemAssembler assembler(emit);
+  while (auto e = events.next()) {
+    if (e->type == Event::Type::Text) {
+      for (const auto& piece : splitter.feed(e->text)) assembler.add(piece);
+    } else if (e->type == Event::Type::Error) {
+      assembler.finish("incomplete");
+      json failed = response_object(echo, "failed", assembler.output(), nullptr, nullptr);
+      failed["error"] = {{"code", "server_error"}, {"message", e->error}};
+      emit({{"type", "response.failed"}, {"response", failed}});
+    } else {
+      json response = complete(store, echo, items, splitter, assembler, *e);
+      const bool cut = response["status"] == "incomplete";
+      emit({{"type", cut ? "response.incomplete" : "response.completed"},
+            {"response", std::move(response)}});
+    }
+  }
+}
+
+}  // namespace
+
+HttpResponse responses_create(Service& service, ResponsesStore& store, const HttpRequest& http) {
+  Body body = Body::parse(http.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return bad_request("the request body is not a JSON object");
+  if (auto rejected = service.reject_model(body)) return *rejected;
+  json items;
+  json previous_id;
+  if (auto rejected = read_conversation(body, store, items, previous_id)) return *rejected;
+  const LoadedModel& model = service.engine().model();
+  auto chat = responses_chat_request(body, Body(items), model.context);
+  if (!chat) return error_response(ErrorFlavor::OpenAI, chat.error());
+  auto prepared = prepare_chat(model, *chat, service.info().default_temperature);
+  if (!prepared) return error_response(ErrorFlavor::OpenAI, prepared.error());
+  const Echo echo = echo_of(body, service.info(), previous_id);
+  const bool stream = body.value("stream", false);
+  auto splitter = std::make_shared<OutputSplitter>(std::move(prepared->parser));
+  auto submitted = service.engine().submit(std::move(prepared->request));
   if (!submitted) {
     return error_response(ErrorFlavor::OpenAI, status_for(submitted.error()),
                           submitted.error().message);
   }
   auto events = *submitted;
-
-  // Runs the generation through `assembler`; returns the final response object and stores it.
-  auto complete = [&store, echo, items, splitter](ResponseItemAssembler& assembler,
-                                                  const Event& done) {
-    for (const auto& piece : splitter->finish()) assembler.add(piece);
-    const bool cut = done.finish == FinishReason::Length;
-    assembler.finish(cut ? "incomplete" : "completed");
-    json incomplete = cut ? json{{"reason", "max_output_tokens"}} : json(nullptr);
-    json response = response_object(echo, cut ? "incomplete" : "completed", assembler.output(),
-                                    usage_json(done.usage), incomplete);
-    if (echo.store) {
-      json all = items;
-      for (const auto& item : assembler.output()) all.push_back(item);
-      store.put(echo.id, {std::move(all), response});
-    }
-    return response;
-  };
-
-  if (!body.value("stream", false)) {
-    ResponseItemAssembler assembler([](const json&) {});
-    Event done;
-    while (auto e = events->next()) {
-      if (e->type == Event::Type::Text) {
-        for (const auto& piece : splitter->feed(e->text)) assembler.add(piece);
-      } else {
-        done = *e;
-      }
-    }
-    if (done.type == Event::Type::Error)
-      return error_response(ErrorFlavor::OpenAI, 500, done.error);
-    HttpResponse r;
-    r.body = dump(complete(assembler, done));
-    return r;
-  }
-
+  if (!stream) return whole_response(*events, *splitter, store, echo, items);
   HttpResponse r;
   r.content_type = "text/event-stream";
-  r.stream = [=](const StreamWriter& write) {
-    int64_t sequence = 0;
-    bool alive = true;
-    auto emit = [&](json event) {
-      event["sequence_number"] = sequence++;
-      const std::string name = event["type"].get<std::string>();
-      if (alive) alive = write(sse_event(dump(event), name));
-      if (!alive) events->cancel();
-    };
-    const json pending = response_object(echo, "in_progress", json::array(), nullptr, nullptr);
-    emit({{"type", "response.created"}, {"response", pending}});
-    emit({{"type", "response.in_progress"}, {"response", pending}});
-    ResponseItemAssembler assembler(emit);
-    while (auto e = events->next()) {
-      if (e->type == Event::Type::Text) {
-        for (const auto& piece : splitter->feed(e->text)) assembler.add(piece);
-      } else if (e->type == Event::Type::Error) {
-        assembler.finish("incomplete");
-        json failed = response_object(echo, "failed", assembler.output(), nullptr, nullptr);
-        failed["error"] = {{"code", "server_error"}, {"message", e->error}};
-        emit({{"type", "response.failed"}, {"response", failed}});
-      } else {
-        json response = complete(assembler, *e);
-        const bool cut = response["status"] == "incomplete";
-        emit({{"type", cut ? "response.incomplete" : "response.completed"},
-              {"response", std::move(response)}});
-      }
-    }
+  r.stream = [=, &store](const StreamWriter& write) {
+    stream_response(*events, *splitter, store, echo, items, write);
   };
   return r;
 }

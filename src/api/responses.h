@@ -1,7 +1,8 @@
-// POST /v1/responses (the OpenAI Responses API as Codex CLI uses it): input items -> the model's
-// chat template -> engine, and the engine's events -> a response object or its stream of
-// response.* events. Responses are kept in memory (bounded, least recently used dropped first)
-// so that `previous_response_id` can continue a conversation; GET /v1/responses/{id} reads one.
+// POST /v1/responses (the OpenAI Responses API as Codex CLI uses it): input items -> a
+// ChatRequest (responses_convert.cpp) -> prepare_chat -> engine, and the engine's events -> a
+// response object or its stream of response.* events. Responses are kept in memory (bounded,
+// least recently used dropped first) so that `previous_response_id` can continue a
+// conversation; GET /v1/responses/{id} reads one.
 #pragma once
 
 #include <list>
@@ -11,6 +12,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "api/chat_request.h"
+#include "api/errors.h"
 #include "api/http_types.h"
 #include "base/error.h"
 
@@ -52,6 +55,12 @@ Result<nlohmann::ordered_json> responses_items_to_template(const nlohmann::json&
 // Function tools ({type: "function", name, description, parameters}) after `tool_choice`;
 // other tool types (web_search, ...) are left out.
 Result<nlohmann::ordered_json> responses_tools_to_template(const nlohmann::json& body);
+
+// The request as a ChatRequest over the conversation's `items` (stored ones included):
+// instructions, tools, tool_choice, parallel_tool_calls, reasoning.effort, temperature, top_p,
+// max_output_tokens (over `context` is an error). Errors name the field.
+RequestResult<ChatRequest> responses_chat_request(const nlohmann::json& body,
+                                                  const nlohmann::json& items, int64_t context);
 
 HttpResponse responses_create(Service& service, ResponsesStore& store, const HttpRequest& request);
 HttpResponse responses_get(ResponsesStore& store, const HttpRequest& request);

@@ -1,6 +1,8 @@
-// Responses API input items and tools -> the Hugging Face chat-template format; the store.
+// Responses API input items and tools -> the neutral ChatRequest (messages and tools in the
+// Hugging Face chat-template format); the store.
 #include <fmt/format.h>
 
+#include "api/openai_common.h"
 #include "api/responses.h"
 
 namespace tern::api {
@@ -216,6 +218,39 @@ Result<ordered_json> responses_tools_to_template(const json& body) {
   if (!forced.empty() && out.empty())
     return make_error("tool_choice names '{}', which is not a function in tools", forced);
   return out;
+}
+
+RequestResult<ChatRequest> responses_chat_request(const json& body, const json& items,
+                                                  int64_t context) {
+  ChatRequest chat;
+  std::string instructions;
+  if (body.contains("instructions") && !body["instructions"].is_null()) {
+    if (!body["instructions"].is_string())
+      return RequestError{"'instructions' must be a string", "instructions"};
+    instructions = body["instructions"].get<std::string>();
+  }
+  auto messages = responses_items_to_template(items, instructions);
+  if (!messages) return {messages.error(), "input"};
+  chat.messages = std::move(*messages);
+  // tool_choice narrows the tools offered (none, a named function) but forces no call.
+  auto tools = responses_tools_to_template(body);
+  if (!tools) return {tools.error(), "tools"};
+  chat.tools = std::move(*tools);
+  if (body.contains("parallel_tool_calls") && body["parallel_tool_calls"].is_boolean())
+    chat.parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
+  if (body.contains("reasoning") && body["reasoning"].is_object() &&
+      body["reasoning"].contains("effort") && body["reasoning"]["effort"].is_string()) {
+    chat.thinking = body["reasoning"]["effort"].get<std::string>() != "none";
+  }
+  // Only the sampling fields the Responses API has.
+  json sampling = json::object();
+  for (const char* key : {"temperature", "top_p", "max_output_tokens"}) {
+    if (body.contains(key)) sampling[key] = body[key];
+  }
+  auto read = read_sampling(sampling, context);
+  if (!read) return read.error();
+  chat.sampling = std::move(*read);
+  return chat;
 }
 
 }  // namespace tern::api

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/chat_preparation.h"
 #include "api/errors.h"
 #include "api/openai_common.h"
 
@@ -135,9 +136,10 @@ HttpResponse Service::completions(const HttpRequest& http) {
                           "'prompt' must be a string, one string in an array, or token ids",
                           "prompt");
   }
-  if (auto ok = read_sampling(body, request, 256, engine_.model().context); !ok) {
-    return error_response(ErrorFlavor::OpenAI, 400, ok.error().message);
-  }
+  auto sampling = read_sampling(body, engine_.model().context);
+  if (!sampling) return error_response(ErrorFlavor::OpenAI, 400, sampling.error().message);
+  // Unset: OpenAI's temperature 1 and 256 tokens (--temp is for chat requests).
+  request.options = generate_options(*sampling, 1.0f, 256);
   if (body.contains("logprobs") && body["logprobs"].is_number_integer()) {
     request.top_logprobs = body["logprobs"].get<int32_t>();
   }

@@ -254,6 +254,46 @@ class Messages(unittest.TestCase):
         count = self.client.messages.count_tokens(model="claude-x", messages=messages, tools=tools)
         self.assertGreater(count.input_tokens, 20)
 
+    def test_forced_tool_choice_calls_the_tool(self):
+        # tool_choice any / tool force the call by constrained decoding (as OpenAI's "required" and
+        # named choice do): SmolLM2's template has no call format, so it is written as a Hermes call.
+        weather = {"name": "get_weather", "description": "Current weather in a city",
+                   "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                                    "required": ["city"]}}
+        search = {"name": "search", "description": "Search the web",
+                  "input_schema": {"type": "object",
+                                   "properties": {"query": {"type": "string", "maxLength": 16},
+                                                  "exact": {"type": "boolean"}},
+                                   "required": ["query", "exact"]}}
+        question = [{"role": "user", "content": "What is the weather in Paris?"}]
+        for choice, names in (({"type": "any"}, {"get_weather", "search"}),
+                              ({"type": "tool", "name": "search", "disable_parallel_tool_use": True}, {"search"})):
+            m = self.client.messages.create(model="claude-x", max_tokens=200, messages=question,
+                                            tools=[weather, search], tool_choice=choice,
+                                            thinking={"type": "enabled", "budget_tokens": 1024},
+                                            extra_body={"temperature": 0})
+            self.assertEqual(m.stop_reason, "tool_use", m.content)
+            uses = [b for b in m.content if b.type == "tool_use"]
+            self.assertEqual(len(uses), 1, m.content)
+            self.assertIn(uses[0].name, names)
+            self.assertTrue(uses[0].id.startswith("toolu_"))
+            schema = (weather if uses[0].name == "get_weather" else search)["input_schema"]
+            for key in schema["required"]:
+                self.assertIn(key, uses[0].input)
+        # Streamed: the call arrives as a tool_use block with input_json_delta fragments.
+        with self.client.messages.stream(model="claude-x", max_tokens=200, messages=question,
+                                         tools=[weather, search], tool_choice={"type": "tool", "name": "get_weather"},
+                                         extra_body={"temperature": 0.7, "top_k": 40}) as stream:
+            final = stream.get_final_message()
+        self.assertEqual(final.stop_reason, "tool_use")
+        self.assertEqual([b.name for b in final.content if b.type == "tool_use"], ["get_weather"])
+        self.assertIsInstance(final.content[-1].input["city"], str)
+        # auto leaves the choice to the model; none offers no tools: text either way.
+        for choice in ({"type": "auto"}, {"type": "none"}):
+            m = self.client.messages.create(model="claude-x", max_tokens=12, messages=HELLO, tools=[weather],
+                                            tool_choice=choice, extra_body={"temperature": 0})
+            self.assertEqual([b.type for b in m.content], ["text"])
+
     def test_thinking_enabled_is_accepted(self):
         m = self.client.messages.create(model="claude-sonnet-4-5", max_tokens=4, messages=HELLO,
                                         thinking={"type": "enabled", "budget_tokens": 1024},
