@@ -19,7 +19,8 @@ uint64_t Scheduler::add(SequenceRequest request) {
   seq.prompt_tokens = static_cast<int64_t>(seq.tokens.size());
   seq.sampler = std::make_unique<Sampler>(std::move(request.sampling));
   seq.constraint = std::move(request.constraint);
-  seq.greedy_on_device = !request.needs_logits && seq.constraint == nullptr &&
+  seq.score_prompt = request.score_prompt;
+  seq.greedy_on_device = !request.needs_logits && !seq.score_prompt && seq.constraint == nullptr &&
                          (seq.sampler->plain_greedy() || seq.sampler->device_sampling());
   seq.max_tokens = request.max_tokens;
   seq.hooks = std::move(request.hooks);
@@ -80,7 +81,7 @@ void Scheduler::admit() {
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
     Sequence seq = std::move(waiting_.front());
     waiting_.pop_front();
-    adopt_cached_prefix(seq);
+    if (!seq.score_prompt) adopt_cached_prefix(seq);
     if (seq.hooks.on_admitted) seq.hooks.on_admitted(seq.reused);
     running_.push_back(std::move(seq));
   }
@@ -140,6 +141,7 @@ void Scheduler::step() {
     b.tokens =
         std::span(s.tokens).subspan(static_cast<size_t>(s.kv.length), static_cast<size_t>(p.count));
     b.kv = &s.kv;
+    b.logits_for_all = s.score_prompt;
     b.last_logits = s.kv.length + p.count == static_cast<int64_t>(s.tokens.size());
     if (b.last_logits && s.greedy_on_device) {
       b.greedy_token = &s.greedy_token;
@@ -167,8 +169,15 @@ void Scheduler::step() {
   size_t row = 0;
   std::vector<float> masked;  // a constrained row
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (!batch[i].last_logits) continue;
     auto it = plan[i].seq;
+    if (it->score_prompt) {  // every token's row; the sequence ends with its prompt
+      const size_t n = batch[i].tokens.size();
+      it->hooks.on_prompt_logits(std::span<const float>(logits.data() + row * vocab, n * vocab));
+      row += n;
+      if (batch[i].last_logits) finish(it, SequenceEnd::Finished, nullptr);
+      continue;
+    }
+    if (!batch[i].last_logits) continue;
     int32_t token = it->greedy_token;
     std::span<const float> l;
     if (batch[i].greedy_token == nullptr) {
