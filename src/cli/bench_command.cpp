@@ -1,6 +1,8 @@
 // `tern bench`: prefill and decode speed of a model, as BENCHMARKS.md defines them: prefill tok/s
 // = prompt tokens / time to the first token's logits; decode tok/s = generated tokens / time from
 // the first to the last generated token. A warm-up run, then repetitions: median and range.
+// Every run goes through the serving Engine (one slot; N slots with --parallel N) and its
+// figures come from the engine's timing of each request (admission, first and last token).
 // With --parallel N (N > 1), N sequences run batched through the serving scheduler and the
 // figures are aggregates: N x prompt tokens / time until every sequence has its first token, and
 // N x (gen - 1) tokens / time from then until the last one ends. With --depth D, each run first
@@ -16,7 +18,7 @@
 
 #include "cli/median_range.h"
 #include "cli/model_options.h"
-#include "sched/scheduler.h"
+#include "engine/engine.h"
 
 namespace tern::cli {
 namespace {
@@ -25,43 +27,34 @@ struct Speeds {
   double prefill_tok_s = 0, decode_tok_s = 0;
 };
 
-// N sequences (one per prompt) of `gen` tokens each (greedy, or sampled as `sampling` says),
-// batched by the scheduler.
-Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t>>& prompts,
-                           int64_t gen, const SamplingParams& sampling) {
-  using Clock = std::chrono::steady_clock;
+// N sequences (one per prompt) of `go.max_tokens` tokens each, submitted together so that the
+// scheduler batches them from the first step.
+Result<Speeds> run_batched(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                           const GenerateOptions& go) {
   const auto count = static_cast<int64_t>(prompts.size());
-  SchedulerOptions so;
-  so.max_running = count;
-  so.context = m.context;
-  so.step_tokens = m.prefill_chunk;  // the serving engine's budget a step
-  so.prefix_cache = false;           // every run starts from nothing
-  Scheduler scheduler(*m.model, *m.cache, so);
-  std::vector<int64_t> generated(prompts.size(), 0);
-  int64_t started = 0;
-  std::optional<Error> failure;
-  const auto start = Clock::now();
-  auto all_started = start;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    SequenceRequest r;
-    r.prompt = prompts[i];
-    r.max_tokens = gen;
-    r.needs_logits = false;
-    r.sampling = sampling;
-    r.hooks.on_token = [&, i](int32_t, std::span<const float>) {
-      if (++generated[i] == 1 && ++started == count) all_started = Clock::now();
-      return true;
-    };
-    r.hooks.on_finish = [&](SequenceEnd, const Error* error) {
-      if (error != nullptr && !failure) failure = *error;
-    };
-    scheduler.add(std::move(r));
+  std::vector<Request> requests;
+  for (const auto& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.options = go;
+    requests.push_back(std::move(r));
   }
-  while (!scheduler.idle()) scheduler.step();
-  const auto end = Clock::now();
-  if (failure) return *failure;
-  for (int64_t g : generated) {
-    if (g != gen) return make_error("a batched sequence stopped after {} of {} tokens", g, gen);
+  auto streams = engine.submit_all(std::move(requests));
+  if (!streams) return streams.error();
+  // From the first admission to the moment every sequence has its first token, then to the last.
+  Timing::Clock::time_point start = Timing::Clock::time_point::max(), all_started{}, end{};
+  for (const auto& stream : *streams) {
+    while (auto e = stream->next()) {
+      if (e->type == Event::Type::Error) return Error{e->error};
+      if (e->type != Event::Type::Done) continue;
+      if (e->usage.completion_tokens != go.max_tokens) {
+        return make_error("a batched sequence stopped after {} of {} tokens",
+                          e->usage.completion_tokens, go.max_tokens);
+      }
+      start = std::min(start, e->timing.admitted);
+      all_started = std::max(all_started, e->timing.first_token);
+      end = std::max(end, e->timing.last_token);
+    }
   }
   const double to_first = std::chrono::duration<double>(all_started - start).count();
   const double decoding = std::chrono::duration<double>(end - all_started).count();
@@ -69,7 +62,7 @@ Result<Speeds> run_batched(LoadedModel& m, const std::vector<std::vector<int32_t
   int64_t prompt_tokens = 0;
   for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
   s.prefill_tok_s = static_cast<double>(prompt_tokens) / to_first;
-  s.decode_tok_s = decoding > 0 ? static_cast<double>(count * (gen - 1)) / decoding : 0.0;
+  s.decode_tok_s = decoding > 0 ? static_cast<double>(count * (go.max_tokens - 1)) / decoding : 0.0;
   return s;
 }
 
@@ -145,7 +138,6 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
       return;
     }
     LoadedModel& m = **loaded;
-    Generator gen(m);
     // Deterministic ordinary tokens: ids the tokenizer does not treat as special.
     std::mt19937 rng(1234);
     std::vector<int32_t> ordinary;
@@ -166,6 +158,14 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
     }
     for (int64_t seqs : a->parallel) {
       for (int64_t depth : a->depth) {
+        // Every run starts from nothing, but for its --depth context: the prefix cache then
+        // keeps only that (the untimed fill adopts the previous run's blocks and leaves the
+        // context's).
+        EngineOptions eo;
+        eo.parallel = seqs;
+        eo.max_queue = std::max<int64_t>(seqs, eo.max_queue);
+        eo.prefix_cache = depth > 0;
+        Engine engine(m, eo);
         std::vector<int32_t> context(static_cast<size_t>(depth));
         for (auto& t : context) t = ordinary[rng() % ordinary.size()];
         for (int64_t p : a->prompt_tokens) {
@@ -186,9 +186,8 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
             go.sampling.seed = 1234;
             std::vector<double> prefill, decode;
             for (int r = 0; r <= a->repetitions; ++r) {
-              gen.reset();  // (a batched run: its sequence's KV blocks go back to the pool)
               if (seqs > 1) {
-                auto res = run_batched(m, prompts, n, go.sampling);
+                auto res = run_batched(engine, prompts, go);
                 if (!res) {
                   ctx.exit_code = report_error(res.error().message);
                   return;
@@ -201,18 +200,25 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
               if (depth > 0) {  // the context, untimed: the prompt's run reuses it
                 GenerateOptions fill = go;
                 fill.max_tokens = 1;
-                auto filled = gen.generate(context, fill);
+                Request fill_request;
+                fill_request.prompt = context;
+                fill_request.options = fill;
+                auto filled = engine.generate(std::move(fill_request));
                 if (!filled) {
                   ctx.exit_code = report_error(filled.error().message);
                   return;
                 }
               }
-              auto res = gen.generate(prompts[0], go);
+              Request request;
+              request.prompt = prompts[0];
+              request.options = go;
+              auto res = engine.generate(std::move(request));
               if (!res) {
                 ctx.exit_code = report_error(res.error().message);
                 return;
               }
-              if (res->reused_tokens < depth) {
+              // The engine computes at least the prompt's last two tokens again.
+              if (res->reused_tokens < std::min(depth, std::max<int64_t>(0, depth + p - 2))) {
                 ctx.exit_code = report_error(fmt::format(
                     "the run reused {} of the {} context tokens", res->reused_tokens, depth));
                 return;

@@ -1,7 +1,9 @@
-// `tern chat`: an interactive, multi-turn conversation. The history is kept, and each turn reuses
-// the KV of the turns before it. Ctrl-C stops the reply being written, not the program; Ctrl-D or
+// `tern chat`: an interactive, multi-turn conversation through the serving Engine with one slot.
+// The history is kept, and each turn reuses the KV of the turns before it (the engine's prefix
+// cache). Ctrl-C stops the reply being written (EventStream::cancel), not the program; Ctrl-D or
 // /exit ends it.
 #include <fmt/format.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 
 #include "cli/model_options.h"
 #include "engine/chat_prompt.h"
+#include "engine/engine.h"
 
 namespace tern::cli {
 namespace {
@@ -50,7 +53,13 @@ void add_chat_command(CLI::App& app, CommandContext& ctx) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: a Ctrl-C at the prompt interrupts the read
 
-    Generator gen(m);
+    // The engine's loop thread blocks SIGINT, so that a Ctrl-C reaches this thread's read.
+    sigset_t sigint, previous;
+    sigemptyset(&sigint);
+    sigaddset(&sigint, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigint, &previous);
+    Engine engine(m, EngineOptions{.parallel = 1, .prefix_cache = true});
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     nlohmann::ordered_json history = nlohmann::ordered_json::array();
     if (!a->system.empty()) history.push_back({{"role", "system"}, {"content", a->system}});
     const bool tty = ::isatty(STDIN_FILENO) != 0;
@@ -77,7 +86,6 @@ void add_chat_command(CLI::App& app, CommandContext& ctx) {
       if (line == "/clear") {
         history = nlohmann::ordered_json::array();
         if (!a->system.empty()) history.push_back({{"role", "system"}, {"content", a->system}});
-        gen.reset();
         fmt::print("(history cleared)\n");
         continue;
       }
@@ -89,7 +97,10 @@ void add_chat_command(CLI::App& app, CommandContext& ctx) {
         continue;
       }
       g_interrupted.store(false);
-      auto result = gen.generate(*tokens, a->sampling.options(), [](const std::string& piece) {
+      Request request;
+      request.prompt = std::move(*tokens);
+      request.options = a->sampling.options();
+      auto result = engine.generate(std::move(request), [](const std::string& piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
         return !g_interrupted.load();

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "cli/command.h"
-#include "engine/generator.h"
 #include "engine/loaded_model.h"
+#include "engine/request.h"
 
 namespace tern::cli {
 

@@ -1,5 +1,6 @@
 // `tern run [PROMPT]`: one reply from an instruct model to a chat prompt (stdin when no PROMPT),
-// streamed to stdout. --raw sends the text to the model as it is, without the chat template.
+// streamed to stdout. --raw sends the text to the model as it is, without the chat template. It
+// runs through the serving Engine with one slot.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -7,6 +8,7 @@
 
 #include "cli/model_options.h"
 #include "engine/chat_prompt.h"
+#include "engine/engine.h"
 
 namespace tern::cli {
 
@@ -80,8 +82,11 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       }
       tokens = std::move(*t);
     }
-    Generator gen(m);
-    auto result = gen.generate(tokens, a->sampling.options(), [](const std::string& piece) {
+    Engine engine(m, EngineOptions{.parallel = 1});
+    Request request;
+    request.prompt = std::move(tokens);
+    request.options = a->sampling.options();
+    auto result = engine.generate(std::move(request), [](const std::string& piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       return true;

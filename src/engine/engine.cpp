@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -67,6 +68,8 @@ struct RequestState {
   GenerateOptions options;
   int32_t top_logprobs = -1;
   Usage usage;
+  Timing timing;
+  bool sampled = false;  // a token came (timing.first_token is set)
   FinishReason finish = FinishReason::Stop;
   std::string stop_sequence;
   bool stopped_by_string = false;
@@ -76,9 +79,22 @@ TokenLogprob logprob_of(const Tokenizer& tok, int32_t id, const std::vector<floa
   return {id, std::string(tok.token_bytes(id)), logprobs[static_cast<size_t>(id)]};
 }
 
+double seconds_between(Timing::Clock::time_point from, Timing::Clock::time_point to) {
+  return to > from ? std::chrono::duration<double>(to - from).count() : 0.0;
+}
+
 }  // namespace
 
-Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
+double Timing::prefill_seconds() const {
+  return first_token == Clock::time_point{} ? 0.0 : seconds_between(admitted, first_token);
+}
+
+double Timing::decode_seconds() const {
+  return seconds_between(first_token, last_token);
+}
+
+Result<SequenceRequest> Engine::prepare(Request request,
+                                        const std::shared_ptr<EventStream>& stream) {
   // Tensor parallelism that lost a rank (over TCP): rank 0 is up but cannot run the model.
   if (std::string why = model_.unavailable(); !why.empty()) return Error{why, 503};
   const int64_t vocab = model_.model->shape().vocab;
@@ -88,28 +104,19 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
     if (id < 0 || id >= vocab) return make_error("prompt token {} is outside the vocabulary", id);
   }
   if (static_cast<int64_t>(request.prompt.size()) >= model_.context) {
-    return make_error("the prompt has {} tokens but the context holds {}", request.prompt.size(),
-                      model_.context);
+    return make_error(
+        "the prompt has {} tokens but the context holds {}; shorten it or raise --ctx",
+        request.prompt.size(), model_.context);
   }
   if (request.options.max_tokens < 1) return Error{"max_tokens must be at least 1"};
   if (options_.max_output > 0)
     request.options.max_tokens = std::min(request.options.max_tokens, options_.max_output);
-  {
-    std::lock_guard lock(mutex_);
-    const int64_t waiting = static_cast<int64_t>(incoming_.size()) + waiting_count_.load();
-    if (waiting >= options_.max_queue) {
-      std::lock_guard m(metrics_mutex_);
-      metrics_.rejected++;
-      return Error{fmt::format("the server is busy: {} requests are already waiting", waiting),
-                   kErrorOverloaded};
-    }
-  }
-  auto stream = std::make_shared<EventStream>();
   auto state = std::make_shared<RequestState>(*model_.tokenizer, request.options.stop);
   state->stream = stream;
   state->options = request.options;
   state->top_logprobs = request.top_logprobs;
   state->usage.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  state->timing.submitted = Timing::Clock::now();
   const Tokenizer& tok = *model_.tokenizer;
 
   SequenceRequest seq;
@@ -120,6 +127,11 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
   seq.needs_logits = request.top_logprobs >= 0;
   seq.hooks.cancelled = [stream] { return stream->cancelled(); };
   seq.hooks.on_token = [this, state, &tok](int32_t token, std::span<const float> logits) {
+    state->timing.last_token = Timing::Clock::now();
+    if (!state->sampled) {
+      state->sampled = true;
+      state->timing.first_token = state->timing.last_token;
+    }
     const auto& o = state->options;
     const bool end = !o.ignore_eos && (tok.is_end_of_generation(token) ||
                                        std::find(o.stop_tokens.begin(), o.stop_tokens.end(),
@@ -158,6 +170,7 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
     return !state->stream->cancelled();
   };
   seq.hooks.on_admitted = [this, state](int64_t reused) {
+    state->timing.admitted = Timing::Clock::now();
     state->usage.cached_tokens = reused;
     std::lock_guard m(metrics_mutex_);
     metrics_.cached_prompt_tokens += static_cast<uint64_t>(reused);
@@ -193,20 +206,133 @@ Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
     }
     done.stop_sequence = state->stop_sequence;
     done.usage = state->usage;
+    done.timing = state->timing;
     if (finish_observer_) finish_observer_(done.usage, done.finish);
     state->stream->push(std::move(done));
   };
+  return seq;
+}
+
+Result<void> Engine::enqueue(std::vector<SequenceRequest> requests) {
   {
     std::lock_guard lock(mutex_);
+    const int64_t waiting = static_cast<int64_t>(incoming_.size()) + waiting_count_.load();
+    if (waiting + static_cast<int64_t>(requests.size()) > options_.max_queue) {
+      std::lock_guard m(metrics_mutex_);
+      metrics_.rejected += requests.size();
+      return Error{fmt::format("the server is busy: {} requests are already waiting", waiting),
+                   kErrorOverloaded};
+    }
     if (stopping_) return Error{"the server is shutting down", 503};
-    incoming_.push_back(std::move(seq));
+    for (auto& r : requests) incoming_.push_back(std::move(r));
   }
   {
     std::lock_guard m(metrics_mutex_);
-    metrics_.requests++;
+    metrics_.requests += requests.size();
   }
   wake_.notify_all();
-  return stream;
+  return {};
+}
+
+Result<std::shared_ptr<EventStream>> Engine::submit(Request request) {
+  std::vector<Request> one;
+  one.push_back(std::move(request));
+  auto streams = submit_all(std::move(one));
+  if (!streams) return streams.error();
+  return streams->front();
+}
+
+Result<std::vector<std::shared_ptr<EventStream>>> Engine::submit_all(
+    std::vector<Request> requests) {
+  std::vector<std::shared_ptr<EventStream>> streams;
+  std::vector<SequenceRequest> seqs;
+  for (auto& r : requests) {
+    streams.push_back(std::make_shared<EventStream>());
+    auto seq = prepare(std::move(r), streams.back());
+    if (!seq) return seq.error();
+    seqs.push_back(std::move(*seq));
+  }
+  TERN_TRY(enqueue(std::move(seqs)));
+  return streams;
+}
+
+Result<GenerateResult> Engine::generate(Request request,
+                                        const std::function<bool(const std::string&)>& on_text) {
+  GenerateResult result;
+  result.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  auto submitted = submit(std::move(request));
+  if (!submitted) return submitted.error();
+  const std::shared_ptr<EventStream>& stream = *submitted;
+  while (auto e = stream->next()) {
+    if (e->type == Event::Type::Error) return Error{e->error};
+    if (e->type == Event::Type::Done) {
+      result.finish = stream->cancelled() ? FinishReason::Cancelled : e->finish;
+      result.reused_tokens = e->usage.cached_tokens;
+      result.prefill_seconds = e->timing.prefill_seconds();
+      result.decode_seconds = e->timing.decode_seconds();
+      break;
+    }
+    if (stream->cancelled()) continue;  // what came after the cancel is not shown
+    for (const auto& t : e->tokens) result.tokens.push_back(t.chosen.token);
+    if (e->text.empty()) continue;
+    result.text += e->text;
+    if (on_text && !on_text(e->text)) stream->cancel();
+  }
+  return result;
+}
+
+Result<std::vector<float>> Engine::score(std::vector<int32_t> tokens, bool logprobs) {
+  if (std::string why = model_.unavailable(); !why.empty()) return Error{why, 503};
+  const int64_t vocab = model_.model->shape().vocab;
+  if (tokens.empty()) return Error{"there are no tokens to score"};
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= vocab) return make_error("token {} is outside the vocabulary", id);
+  }
+  if (static_cast<int64_t>(tokens.size()) > model_.context) {
+    return make_error("{} tokens to score but the context holds {}; raise --ctx", tokens.size(),
+                      model_.context);
+  }
+  struct Scored {
+    std::vector<float> rows;
+    std::optional<Error> error;
+    std::promise<void> done;
+  };
+  auto scored = std::make_shared<Scored>();
+  scored->rows.reserve(tokens.size() * static_cast<size_t>(vocab));
+  const int64_t count = static_cast<int64_t>(tokens.size());
+  SequenceRequest seq;
+  seq.prompt = std::move(tokens);
+  seq.max_tokens = 1;
+  seq.score_prompt = true;
+  seq.hooks.on_prompt_logits = [scored](std::span<const float> rows) {
+    scored->rows.insert(scored->rows.end(), rows.begin(), rows.end());
+  };
+  seq.hooks.on_admitted = [this, count](int64_t) {
+    std::lock_guard m(metrics_mutex_);
+    metrics_.prompt_tokens += static_cast<uint64_t>(count);
+  };
+  seq.hooks.on_finish = [scored](SequenceEnd end, const Error* error) {
+    if (error != nullptr) {
+      scored->error = *error;
+    } else if (end != SequenceEnd::Finished) {
+      scored->error = Error{"the engine stopped before the tokens were scored"};
+    }
+    scored->done.set_value();
+  };
+  auto done = scored->done.get_future();
+  std::vector<SequenceRequest> one;
+  one.push_back(std::move(seq));
+  TERN_TRY(enqueue(std::move(one)));
+  done.wait();
+  if (scored->error) return *scored->error;
+  if (logprobs) {
+    const auto v = static_cast<size_t>(vocab);
+    for (size_t at = 0; at < scored->rows.size(); at += v) {
+      auto lp = Sampler::log_softmax(std::span<const float>(scored->rows.data() + at, v));
+      std::copy(lp.begin(), lp.end(), scored->rows.begin() + static_cast<long>(at));
+    }
+  }
+  return std::move(scored->rows);
 }
 
 void Engine::update_gauges() {

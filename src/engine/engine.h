@@ -1,6 +1,8 @@
-// The public C++ API of libtern for serving: submit(Request) returns an EventStream that yields
-// text as it is generated and a final event with the finish reason and usage. One loop thread
-// runs the scheduler; requests from any thread join the running batch at the next step.
+// The public C++ API of libtern: submit(Request) returns an EventStream that yields text as it is
+// generated and a final event with the finish reason, usage and timing. One loop thread runs the
+// scheduler; requests from any thread join the running batch at the next step. The server drives
+// it with several slots; the CLI (run, chat, bench) and the comparison tools with one, through
+// generate() and score(): one generation loop for everything.
 #pragma once
 
 #include <condition_variable>
@@ -11,8 +13,8 @@
 #include <optional>
 #include <thread>
 
-#include "engine/generator.h"
 #include "engine/loaded_model.h"
+#include "engine/request.h"
 #include "sched/scheduler.h"
 
 namespace tern {
@@ -77,6 +79,7 @@ struct Event {
   FinishReason finish = FinishReason::Stop;  // Done
   std::string stop_sequence;                 // Done: the stop string that ended it, if any
   Usage usage;                               // Done
+  Timing timing;                             // Done
   std::string error;                         // Error
 };
 
@@ -108,6 +111,18 @@ class Engine {
   // Validates and queues the request; errors (bad sampling values, prompt too long) come back at
   // once instead of as a stream.
   Result<std::shared_ptr<EventStream>> submit(Request request);
+  // Several requests that join the same step (a benchmark's batch): all are queued, or none.
+  Result<std::vector<std::shared_ptr<EventStream>>> submit_all(std::vector<Request> requests);
+  // One request, waited for. Text goes to `on_text` as it comes; returning false cancels the
+  // request (EventStream::cancel): the result then ends with FinishReason::Cancelled and holds
+  // the text written so far.
+  Result<GenerateResult> generate(Request request,
+                                  const std::function<bool(const std::string&)>& on_text = {});
+  // Scoring (teacher forcing, as vLLM's prompt_logprobs): the next-token logits after each of
+  // `tokens`, one row of the vocabulary a token ([tokens x vocab]; log-probabilities with
+  // `logprobs`). It runs through the scheduler like any request, in its prefill chunks, and never
+  // starts from a cached prefix.
+  Result<std::vector<float>> score(std::vector<int32_t> tokens, bool logprobs = false);
   // Ends every stream (final events with FinishReason::Cancelled) and stops the loop.
   void shutdown();
   EngineMetrics metrics() const;
@@ -117,6 +132,10 @@ class Engine {
  private:
   void loop();
   void update_gauges();
+  // Checks a request and builds its scheduler request, whose hooks feed `stream`.
+  Result<SequenceRequest> prepare(Request request, const std::shared_ptr<EventStream>& stream);
+  // Queues requests for the loop thread, or refuses them all (busy, shutting down).
+  Result<void> enqueue(std::vector<SequenceRequest> requests);
   LoadedModel& model_;
   EngineOptions options_;
   Scheduler scheduler_;

@@ -22,6 +22,7 @@ uint64_t Scheduler::add(SequenceRequest request) {
   seq.sampler = std::make_unique<Sampler>(std::move(request.sampling));
   seq.constraint = std::move(request.constraint);
   seq.needs_logits = request.needs_logits;
+  seq.score_prompt = request.score_prompt;
   seq.max_tokens = request.max_tokens;
   seq.hooks = std::move(request.hooks);
   waiting_.push_back(std::move(seq));
@@ -81,7 +82,7 @@ void Scheduler::admit() {
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
     Sequence seq = std::move(waiting_.front());
     waiting_.pop_front();
-    adopt_cached_prefix(seq);
+    if (!seq.score_prompt) adopt_cached_prefix(seq);
     if (seq.hooks.on_admitted) seq.hooks.on_admitted(seq.reused);
     running_.push_back(std::move(seq));
   }
@@ -130,7 +131,7 @@ void Scheduler::step() {
     }
   }
   std::vector<SequenceBatch> batch;
-  std::vector<RowSampling> sampling;  // one per sequence whose last token gets logits
+  std::vector<RowSampling> sampling;  // one per logit row (Model::forward's order)
   std::vector<std::list<Sequence>::iterator> failed;
   const int64_t vocab = model_.shape().vocab;
   for (auto& p : plan) {
@@ -143,8 +144,11 @@ void Scheduler::step() {
     b.tokens =
         std::span(s.tokens).subspan(static_cast<size_t>(s.kv.length), static_cast<size_t>(p.count));
     b.kv = &s.kv;
+    b.logits_for_all = s.score_prompt;
     b.last_logits = s.kv.length + p.count == static_cast<int64_t>(s.tokens.size());
-    if (b.last_logits) {
+    if (s.score_prompt) {
+      sampling.insert(sampling.end(), static_cast<size_t>(p.count), RowSampling::scored());
+    } else if (b.last_logits) {
       RowSampling r = s.sampler->next_row(s.tokens);
       if (s.constraint) r.allowed = allowed_tokens(*s.constraint, vocab);
       r.return_row = s.needs_logits;
@@ -167,8 +171,17 @@ void Scheduler::step() {
   const auto row_size = static_cast<size_t>(vocab);
   size_t row = 0, returned = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (!batch[i].last_logits) continue;
     auto it = plan[i].seq;
+    if (it->score_prompt) {  // every token's row; the sequence ends with its prompt
+      const size_t n = batch[i].tokens.size();
+      it->hooks.on_prompt_logits(
+          std::span<const float>(out->rows.data() + returned * row_size, n * row_size));
+      row += n;
+      returned += n;
+      if (batch[i].last_logits) finish(it, SequenceEnd::Finished, nullptr);
+      continue;
+    }
+    if (!batch[i].last_logits) continue;
     const int32_t token = out->tokens[row];
     std::span<const float> l;
     if (sampling[row].return_row) {

@@ -45,6 +45,9 @@ struct SequenceHooks {
   std::function<void(SequenceEnd end, const Error* error)> on_finish;
   // Polled every step; true ends the sequence (client gone).
   std::function<bool()> cancelled;
+  // Scoring (SequenceRequest::score_prompt): the logits of a step's chunk of prompt tokens, one
+  // row of the vocabulary a token, in order.
+  std::function<void(std::span<const float> rows)> on_prompt_logits;
 };
 
 struct SequenceRequest {
@@ -56,6 +59,10 @@ struct SequenceRequest {
   // False when on_token ignores its logits (no logprobs asked for): only the token id comes
   // back from the device.
   bool needs_logits = true;
+  // Scoring (teacher forcing, as vLLM's prompt_logprobs): every prompt token's logits go to
+  // hooks.on_prompt_logits, and the sequence ends once its prompt is computed, with nothing
+  // sampled. It adopts no cached prefix: every position's row is computed.
+  bool score_prompt = false;
 };
 
 class Scheduler {
@@ -86,6 +93,7 @@ class Scheduler {
     bool needs_logits = true;
     int64_t max_tokens = 0;
     SequenceHooks hooks;
+    bool score_prompt = false;
   };
   struct Cached {
     std::vector<int32_t> tokens;

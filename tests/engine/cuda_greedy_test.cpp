@@ -23,7 +23,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cuda/cuda_device.h"
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "engine/loaded_model.h"
 
 namespace tern {
@@ -84,21 +84,30 @@ struct Reference {
   std::vector<std::vector<float>> logits;
 };
 
-Reference continue_prompts(const LoadedModel& model, Generator& gen) {
-  GenerateOptions go;
-  go.max_tokens = kTokens;
-  go.ignore_eos = true;
+// A greedy request of kTokens through the engine, end-of-sequence ignored.
+Result<GenerateResult> continue_greedily(Engine& engine, const std::vector<int32_t>& prompt) {
+  Request request;
+  request.prompt = prompt;
+  request.options.max_tokens = kTokens;
+  request.options.ignore_eos = true;
+  return engine.generate(std::move(request));
+}
+
+// One slot, nothing reused between requests: every prompt is prefilled from its start.
+EngineOptions one_fresh_slot() {
+  return EngineOptions{.parallel = 1, .prefix_cache = false};
+}
+
+Reference continue_prompts(Engine& engine) {
   Reference r;
   for (const char* text : kPrompts) {
-    const auto prompt = model.tokenizer->encode(text, true, false);
-    gen.reset();
-    auto got = gen.generate(prompt, go);
+    const auto prompt = engine.model().tokenizer->encode(text, true, false);
+    auto got = continue_greedily(engine, prompt);
     EXPECT_TRUE(got.ok());
     if (!got.ok()) return r;
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), got->tokens.begin(), got->tokens.end());
-    gen.reset();
-    auto logits = gen.logits_for(seq);
+    auto logits = engine.score(seq);
     EXPECT_TRUE(logits.ok());
     if (!logits.ok()) return r;
     r.prompts.push_back(prompt);
@@ -113,26 +122,21 @@ struct Agreement {
   double top1 = 0, worst_rel_rms = 0;
 };
 
-// `gen`'s continuations and logits against the reference's (its logits along the reference's
+// `engine`'s continuations and logits against the reference's (its logits along the reference's
 // continuations). A first divergence is a near-tie when both sides' two best tokens there are
 // within kNearTie.
 constexpr float kNearTie = 0.5f;
-Agreement agree(const Reference& ref, Generator& gen, size_t vocab, const std::string& what) {
-  GenerateOptions go;
-  go.max_tokens = kTokens;
-  go.ignore_eos = true;
+Agreement agree(const Reference& ref, Engine& engine, size_t vocab, const std::string& what) {
   Agreement a;
   int64_t same = 0, total = 0;
   for (size_t p = 0; p < ref.prompts.size(); ++p) {
     const auto& prompt = ref.prompts[p];
-    gen.reset();
-    auto got = gen.generate(prompt, go);
+    auto got = continue_greedily(engine, prompt);
     EXPECT_TRUE(got.ok());
     if (!got.ok()) return a;
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), ref.tokens[p].begin(), ref.tokens[p].end());
-    gen.reset();
-    auto lg = gen.logits_for(seq);
+    auto lg = engine.score(seq);
     EXPECT_TRUE(lg.ok());
     if (!lg.ok()) return a;
     const auto& lc = ref.logits[p];
@@ -190,8 +194,11 @@ TEST(CudaGreedy, RealModelsContinueLikeTheCpu) {
     auto cpu = load_model_file(path, o);
     ASSERT_TRUE(cpu.ok()) << cpu.error().message;
     const auto vocab = static_cast<size_t>((*cpu)->model->shape().vocab);
-    Generator on_cpu(**cpu);
-    const Reference ref = continue_prompts(**cpu, on_cpu);
+    Reference ref;
+    {
+      Engine on_cpu(**cpu, one_fresh_slot());
+      ref = continue_prompts(on_cpu);
+    }
     ASSERT_EQ(ref.prompts.size(), std::size(kPrompts));
     // The CPU's second path: loaded under it (weights are packed for the path in use), run
     // under it.
@@ -200,7 +207,7 @@ TEST(CudaGreedy, RealModelsContinueLikeTheCpu) {
     {
       auto cpu2 = load_model_file(path, o);
       ASSERT_TRUE(cpu2.ok()) << cpu2.error().message;
-      Generator on_cpu2(**cpu2);
+      Engine on_cpu2(**cpu2, one_fresh_slot());
       yardstick = agree(ref, on_cpu2, vocab,
                         fmt::format("{} cpu {} vs cpu {}", path, cpu::cpu_path_name(second),
                                     cpu::cpu_path_name(first)));
@@ -209,7 +216,7 @@ TEST(CudaGreedy, RealModelsContinueLikeTheCpu) {
     o.device = "cuda";
     auto gpu = load_model_file(path, o);
     ASSERT_TRUE(gpu.ok()) << gpu.error().message;
-    Generator on_gpu(**gpu);
+    Engine on_gpu(**gpu, one_fresh_slot());
     const Agreement got =
         agree(ref, on_gpu, vocab, fmt::format("{} gpu vs cpu {}", path, cpu::cpu_path_name(first)));
     // No further from the CPU than its own second path, within the spread of 20 prompts.

@@ -1,8 +1,11 @@
-// The serving engine on a tiny random model: concurrent requests give exactly the tokens each
-// would get alone, a follow-up request reuses the cached prefix without changing its output,
-// cancellation and shutdown end streams with a final event, bad requests fail at submit.
+// The engine on a tiny random model: concurrent requests give exactly the tokens each would get
+// alone on the CLI's one slot, a follow-up request reuses the cached prefix without changing its
+// output, cancellation and shutdown end streams with a final event, bad requests fail at submit,
+// and scoring gives every position's logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <future>
 #include <tuple>
@@ -47,6 +50,7 @@ class EngineTest : public ::testing::Test {
 
   struct Collected {
     std::vector<int32_t> tokens;
+    std::vector<float> logprobs;  // the chosen tokens' (when asked for)
     std::string text;
     Event done;
   };
@@ -54,7 +58,10 @@ class EngineTest : public ::testing::Test {
     Collected c;
     while (auto e = s.next()) {
       if (e->type == Event::Type::Text) {
-        for (const auto& t : e->tokens) c.tokens.push_back(t.chosen.token);
+        for (const auto& t : e->tokens) {
+          c.tokens.push_back(t.chosen.token);
+          c.logprobs.push_back(t.chosen.logprob);
+        }
         c.text += e->text;
       } else {
         c.done = *e;
@@ -71,6 +78,9 @@ class EngineTest : public ::testing::Test {
     return r;
   }
 
+  // What `tern run` and `tern chat` drive: the engine with one slot.
+  static EngineOptions one_slot() { return EngineOptions{.parallel = 1}; }
+
   static std::string path_;
 };
 std::string EngineTest::path_;
@@ -79,14 +89,12 @@ TEST_F(EngineTest, ConcurrentRequestsMatchSingleSequenceGeneration) {
   auto m = load();
   std::vector<std::vector<int32_t>> expected;
   {
-    Generator g(*m);
+    Engine alone(*m, one_slot());
     for (int i = 0; i < 4; ++i) {
-      GenerateOptions o;
-      o.max_tokens = 12;
-      o.ignore_eos = true;
-      g.reset();
-      auto r = g.generate(prompt(5 + 9 * static_cast<size_t>(i), i), o);
+      auto r = alone.generate(greedy(prompt(5 + 9 * static_cast<size_t>(i), i), 12));
       ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_EQ(r->finish, FinishReason::Length);
+      EXPECT_EQ(r->reused_tokens, 0);
       expected.push_back(r->tokens);
     }
   }
@@ -121,35 +129,30 @@ class CountingModel : public Model {
   std::unique_ptr<Model> inner_;
 };
 
-// The Generator feeds a prompt in the model's prefill chunks (45 tokens in chunks of 4: 12
+// The engine feeds a prompt in the model's prefill chunks (45 tokens in chunks of 4: 12
 // forwards, then one a generated token), and the tokens are those of one forward of the whole
-// prompt: the chunk a device prefers changes speed, not output. A request's own chunk wins.
+// prompt: the chunk a device prefers changes speed, not output. The engine's own budget wins.
 TEST_F(EngineTest, ThePrefillChunkChangesNoTokens) {
   auto m = load();
   auto* counting = new CountingModel(std::move(m->model));
   m->model.reset(counting);
-  GenerateOptions o;
-  o.max_tokens = 8;
-  o.ignore_eos = true;
-  Generator g(*m);
+  auto run = [&](int64_t step_tokens) {
+    Engine engine(*m, EngineOptions{.parallel = 1, .step_tokens = step_tokens});
+    counting->forwards = 0;
+    auto r = engine.generate(greedy(prompt(45, 3), 8));
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? r->tokens : std::vector<int32_t>{};
+  };
   m->prefill_chunk = 512;
-  auto whole = g.generate(prompt(45, 3), o);
-  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  const auto whole = run(0);
   EXPECT_EQ(counting->forwards, 1 + 7);
-  g.reset();
   m->prefill_chunk = 4;
-  counting->forwards = 0;
-  auto chunked = g.generate(prompt(45, 3), o);
-  ASSERT_TRUE(chunked.ok()) << chunked.error().message;
+  const auto chunked = run(0);
   EXPECT_EQ(counting->forwards, 12 + 7);
-  EXPECT_EQ(chunked->tokens, whole->tokens);
-  o.prefill_chunk = 15;
-  g.reset();
-  counting->forwards = 0;
-  auto own = g.generate(prompt(45, 3), o);
-  ASSERT_TRUE(own.ok()) << own.error().message;
+  EXPECT_EQ(chunked, whole);
+  const auto own = run(15);
   EXPECT_EQ(counting->forwards, 3 + 7);
-  EXPECT_EQ(own->tokens, whole->tokens);
+  EXPECT_EQ(own, whole);
 }
 
 // The GPU's prefill chunk: 2,048 tokens for an 8B-class shape (its activations, ~256 KiB a token,
@@ -279,7 +282,8 @@ TEST_F(EngineTest, LogprobsAreADistribution) {
 
 // Temperature sampling picks where the logits are (sample/'s ops in the step plan), whether or
 // not the request also wants the row back for logprobs: both take the same draws from the same
-// seed and must pick the same tokens, and the Generator's path picks them too.
+// seed and must pick the same tokens; `tern run`'s path (Engine::generate, one slot) picks them
+// too, and so does the server's engine with other requests in the batch.
 TEST_F(EngineTest, SampledTokensAreTheSameWhereverTheyArePicked) {
   auto m = load();
   for (auto [temperature, top_p, top_k] :
@@ -297,18 +301,115 @@ TEST_F(EngineTest, SampledTokensAreTheSameWhereverTheyArePicked) {
     const auto on_device = sampled(false), on_host = sampled(true);
     ASSERT_EQ(on_device.size(), 24u);
     EXPECT_EQ(on_device, on_host) << "temperature " << temperature;
-    Generator g(*m);
-    GenerateOptions go;
-    go.max_tokens = 24;
-    go.ignore_eos = true;
-    go.sampling.temperature = temperature;
-    go.sampling.top_p = top_p;
-    go.sampling.top_k = top_k;
-    go.sampling.seed = 11;
-    auto alone = g.generate(prompt(7, 4), go);
-    ASSERT_TRUE(alone.ok());
-    EXPECT_EQ(alone->tokens, on_device) << "temperature " << temperature;
+    auto request = greedy(prompt(7, 4), 24);
+    request.options.sampling.temperature = temperature;
+    request.options.sampling.top_p = top_p;
+    request.options.sampling.top_k = top_k;
+    request.options.sampling.seed = 11;
+    GenerateResult cli;
+    {
+      Engine engine(*m, one_slot());
+      auto got = engine.generate(request);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      cli = std::move(*got);
+    }
+    EXPECT_EQ(cli.tokens, on_device) << "temperature " << temperature;
+    Engine server(*m, EngineOptions{4, 64});
+    auto others = *server.submit_all({greedy(prompt(30, 1), 30), greedy(prompt(9, 2), 30)});
+    auto served = drain(**server.submit(request));
+    EXPECT_EQ(served.tokens, cli.tokens) << "temperature " << temperature;
+    EXPECT_EQ(served.text, cli.text) << "temperature " << temperature;
+    for (auto& s : others) drain(*s);
   }
+}
+
+// Engine::generate is a client of the stream: the text, tokens and finish of the events, the
+// prefill and decode time of the Done event's timing; returning false from the text callback
+// cancels.
+TEST_F(EngineTest, GenerateCollectsTheStream) {
+  auto m = load();
+  Engine engine(*m, one_slot());
+  auto streamed = drain(**engine.submit(greedy(prompt(20, 7), 10)));
+  EXPECT_GT(streamed.done.timing.prefill_seconds(), 0.0);
+  EXPECT_GT(streamed.done.timing.decode_seconds(), 0.0);
+  EXPECT_LE(streamed.done.timing.submitted, streamed.done.timing.admitted);
+  std::string pieces;
+  auto got = engine.generate(greedy(prompt(20, 7), 10), [&](const std::string& piece) {
+    pieces += piece;
+    return true;
+  });
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->tokens, streamed.tokens);
+  EXPECT_EQ(got->text, streamed.text);
+  EXPECT_EQ(pieces, got->text);
+  EXPECT_EQ(got->finish, FinishReason::Length);
+  EXPECT_EQ(got->prompt_tokens, 20);
+  EXPECT_GT(got->reused_tokens, 0);  // the same prompt again: from the prefix cache
+  EXPECT_GT(got->prefill_seconds, 0.0);
+  EXPECT_GT(got->decode_seconds, 0.0);
+
+  int calls = 0;
+  auto cancelled =
+      engine.generate(greedy(prompt(20, 8), 300), [&](const std::string&) { return ++calls < 2; });
+  ASSERT_TRUE(cancelled.ok()) << cancelled.error().message;
+  EXPECT_EQ(cancelled->finish, FinishReason::Cancelled);
+  EXPECT_EQ(calls, 2);
+  EXPECT_LT(cancelled->tokens.size(), 300u);
+  EXPECT_FALSE(engine.generate(greedy({}, 4)).ok());
+}
+
+// Scoring gives the next-token logits of every position, as the scheduler computes them in its
+// prefill chunks: the same rows in any chunking, the first generated token's row is the one the
+// generation sampled from, a greedy continuation is the argmax along itself, and log-probabilities
+// are the rows' log-softmax. A cached prefix is never used for it.
+TEST_F(EngineTest, ScoreGivesEveryPositionsLogits) {
+  auto m = load();
+  const auto vocab = static_cast<size_t>(m->model->shape().vocab);
+  const auto p = prompt(21, 5);
+  Engine engine(*m, one_slot());
+  auto first = greedy(p, 6);
+  first.top_logprobs = 0;
+  auto generated = drain(**engine.submit(first));
+  ASSERT_EQ(generated.tokens.size(), 6u);
+  std::vector<int32_t> seq = p;
+  seq.insert(seq.end(), generated.tokens.begin(), generated.tokens.end());
+  auto logits = engine.score(seq);
+  ASSERT_TRUE(logits.ok()) << logits.error().message;
+  ASSERT_EQ(logits->size(), seq.size() * vocab);
+  for (size_t k = 0; k < generated.tokens.size(); ++k) {
+    const size_t row = p.size() - 1 + k;
+    const auto* begin = logits->data() + row * vocab;
+    EXPECT_EQ(std::max_element(begin, begin + vocab) - begin, generated.tokens[k]) << "token " << k;
+  }
+
+  Engine chunked(*m, EngineOptions{.parallel = 1, .step_tokens = 4});
+  auto in_chunks = chunked.score(seq);
+  ASSERT_TRUE(in_chunks.ok()) << in_chunks.error().message;
+  ASSERT_EQ(in_chunks->size(), logits->size());
+  for (size_t i = 0; i < logits->size(); ++i)
+    ASSERT_NEAR((*in_chunks)[i], (*logits)[i], 1e-3f) << "row " << i / vocab;
+
+  auto logprobs = engine.score(seq, true);
+  ASSERT_TRUE(logprobs.ok()) << logprobs.error().message;
+  ASSERT_EQ(logprobs->size(), logits->size());
+  for (size_t row = 0; row < seq.size(); ++row) {
+    const auto lp =
+        Sampler::log_softmax(std::span<const float>(logits->data() + row * vocab, vocab));
+    double total = 0;
+    for (size_t v = 0; v < vocab; ++v) {
+      total += std::exp(static_cast<double>((*logprobs)[row * vocab + v]));
+      ASSERT_FLOAT_EQ((*logprobs)[row * vocab + v], lp[v]);
+    }
+    EXPECT_NEAR(total, 1.0, 1e-4) << "row " << row;
+  }
+  const size_t last = p.size() - 1;  // the first generated token's distribution
+  EXPECT_NEAR((*logprobs)[last * vocab + static_cast<size_t>(generated.tokens[0])],
+              generated.logprobs[0], 1e-3f);
+
+  EXPECT_FALSE(engine.score({}).ok());
+  EXPECT_FALSE(engine.score({999999}).ok());
+  EXPECT_FALSE(engine.score(prompt(513, 1)).ok());  // longer than the context
+  EXPECT_EQ(engine.metrics().requests, 3u);
 }
 
 }  // namespace

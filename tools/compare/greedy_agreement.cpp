@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "engine/loaded_model.h"
 
 namespace {
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto vocab = (*model)->model->shape().vocab;
-  tern::Generator gen(**model);
+  tern::Engine engine(**model, tern::EngineOptions{.parallel = 1, .prefix_cache = false});
   tern::GenerateOptions go;
   go.max_tokens = tokens;
   go.ignore_eos = true;
@@ -99,8 +99,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     const auto ids = (*model)->tokenizer->encode(prompts[p].get<std::string>(), true, false);
-    gen.reset();
-    auto got = gen.generate(ids, go);
+    tern::Request request;
+    request.prompt = ids;
+    request.options = go;
+    auto got = engine.generate(std::move(request));
     if (!got) {
       fmt::print(stderr, "error: {}\n", got.error().message);
       return 1;
@@ -109,8 +111,7 @@ int main(int argc, char** argv) {
     const auto& along =
         reference.empty() ? got->tokens : ref["tokens"][p].get<std::vector<int32_t>>();
     seq.insert(seq.end(), along.begin(), along.end());
-    gen.reset();
-    auto logits = gen.logits_for(seq);
+    auto logits = engine.score(seq);
     if (!logits) {
       fmt::print(stderr, "error: {}\n", logits.error().message);
       return 1;

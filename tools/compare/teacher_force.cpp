@@ -2,16 +2,16 @@
 // sequence (teacher forcing), for comparing with another engine's greedy choices.
 //   tern-teacher-force MODEL.gguf IDS.json > top2.json
 // IDS.json is a JSON array of token ids; the output has, per position i (the prediction of
-// token i + 1), [[id, logprob], [id, logprob]] for the two most likely tokens.
+// token i + 1), [[id, logprob], [id, logprob]] for the two most likely tokens. The engine scores
+// the sequence (Engine::score) as it serves any request.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "engine/loaded_model.h"
-#include "sample/sampler.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -33,16 +33,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "error: {}\n", model.error().message);
     return 1;
   }
-  tern::Generator gen(**model);
-  auto logits = gen.logits_for(ids);
-  if (!logits) {
-    fmt::print(stderr, "error: {}\n", logits.error().message);
+  tern::Engine engine(**model, tern::EngineOptions{.parallel = 1, .prefix_cache = false});
+  const size_t vocab = static_cast<size_t>((*model)->model->shape().vocab);
+  auto logprobs = engine.score(ids, true);
+  if (!logprobs) {
+    fmt::print(stderr, "error: {}\n", logprobs.error().message);
     return 1;
   }
-  const size_t vocab = static_cast<size_t>((*model)->model->shape().vocab);
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < ids.size(); ++i) {
-    auto lp = tern::Sampler::log_softmax(std::span<const float>(logits->data() + i * vocab, vocab));
+    const std::span<const float> lp(logprobs->data() + i * vocab, vocab);
     std::vector<int32_t> order(vocab);
     for (size_t v = 0; v < vocab; ++v) order[v] = static_cast<int32_t>(v);
     std::partial_sort(order.begin(), order.begin() + 2, order.end(), [&](int32_t a, int32_t b) {

@@ -138,30 +138,6 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
   d->step_device_ = *step;
   const char* graphs = std::getenv("TERN_CUDA_GRAPHS");
   d->graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
-  const char* fuse = std::getenv("TERN_CUDA_FUSE");
-  // On by default since the row-pair GEMVs (2026-12-04, H200): fused (365 launches a step)
-  // 239 tok/s, unfused (652) 219. Before them the multi-matrix and gate/up kernels were slower
-  // than the separate GEMVs (169 vs 177.5). TERN_CUDA_FUSE=0 turns fusion off.
-  d->fuse_ = fuse == nullptr || std::strcmp(fuse, "0") != 0;
-  // Temperature sampling where the logits are (sample.cu), on since it passed its tests on the
-  // GPU (2026-12-05, H100: Qwen3-8B Q4_K_M decode at temperature 1, 73.5 -> 266.6 tok/s against
-  // 277 greedy). TERN_CUDA_SAMPLE=0 brings the drawn row back to be picked on the host.
-  const char* sample = std::getenv("TERN_CUDA_SAMPLE");
-  d->sample_kernel_ = sample == nullptr || std::strcmp(sample, "0") != 0;
-  auto counters = d->alloc_->allocate(cuda::kQ8OutputGroups * sizeof(uint32_t));
-  if (!counters) return counters.error();
-  d->q8_counters_ = static_cast<uint32_t*>(*counters);
-  TERN_CUDA_TRY(
-      cudaMemsetAsync(d->q8_counters_, 0, cuda::kQ8OutputGroups * sizeof(uint32_t), stream));
-  const char* glu_quant = std::getenv("TERN_CUDA_Q8_OUTPUT");
-  // The gate/up half is off by default: measured slower (2026-12-06, H100, Qwen3-8B, decode
-  // after 512 tokens): the gate/up launch's ~3,000 warps each wait for a fence and an atomic's
-  // round trip before they exit, ~6 waves of it a launch (Q4_K_M 303 -> 285 tok/s, GPU 3,037 ->
-  // 3,280 us a step; Q8_0 247 -> 233). The attention half (the combine step quantizes the heads
-  // of each group in one block, no atomics) is on: GPU 2,925 / 2,928 -> 2,905 / 2,904 us a step
-  // (2026-12-06, H100, Q4_K_M after 512 tokens). TERN_CUDA_Q8_OUTPUT=1 both, =0 neither.
-  d->output_quantize_ = glu_quant != nullptr && std::strcmp(glu_quant, "1") == 0;
-  d->attention_output_quantize_ = glu_quant == nullptr || std::strcmp(glu_quant, "0") != 0;
   const char* mmq = std::getenv("TERN_CUDA_MMQ");
   d->int8_prefill_ = mmq != nullptr && std::strcmp(mmq, "1") == 0;
   if (const char* skip = std::getenv("TERN_CUDA_SKIP_KERNELS"); skip != nullptr && *skip != '\0') {
@@ -179,15 +155,12 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(int ordinal) {
 }
 
 CudaDevice::~CudaDevice() {
-  q8_[0] = Temp();
-  q8_[1] = Temp();
+  q8_ = Temp();
   sample_workspace_ = Temp();
   if (stream_ != nullptr) {
     (void)flush();
     (void)cudaStreamSynchronize(stream_);
   }
-  fold_scratch_ = Temp();  // (before alloc_ goes)
-  retired_temps_.clear();
   for (auto& e : execs_) (void)cudaGraphExecDestroy(e.exec);
   if (pinned_ != nullptr) (void)cudaFreeHost(pinned_);
   for (auto e : timing_events_) {
@@ -197,9 +170,6 @@ CudaDevice::~CudaDevice() {
   for (auto& s : staged_) alloc_->release(s.data, s.bytes);
   for (auto& f : frequencies_) alloc_->release(f.data, f.values.size() * sizeof(float));
   if (cublas_workspace_ != nullptr) alloc_->release(cublas_workspace_, kCublasWorkspace);
-  if (q8_counters_ != nullptr) {
-    alloc_->release(q8_counters_, cuda::kQ8OutputGroups * sizeof(uint32_t));
-  }
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   staging_.reset();
   alloc_.reset();
@@ -215,9 +185,10 @@ std::string CudaDevice::name() const {
 
 std::string CudaDevice::stats() const {
   std::string s = fmt::format(
-      "{} steps launched as CUDA graphs, {} captured; {} ops fused into the op before them; {} "
-      "cudaMalloc calls",
-      graph_launches_, graph_instantiations_, fused_ops_, alloc_->device_allocations());
+      "{} steps launched as CUDA graphs, {} captured; {} 8-bit copies written by the op before "
+      "their product; {} cudaMalloc calls",
+      graph_launches_, graph_instantiations_, producer_quantizations_,
+      alloc_->device_allocations());
   if (timings_.empty()) return s;
   std::map<size_t, size_t> shapes;
   for (const auto& t : timings_) ++shapes[t.ops];
@@ -302,11 +273,11 @@ void CudaDevice::set_graphs(bool on) {
 }
 
 void CudaDevice::enqueue(std::initializer_list<uint64_t> signature, Launch launch, bool keeps_q8) {
-  enqueue(signature, std::move(launch), OpInfo{}, keeps_q8);
+  enqueue(std::span<const uint64_t>(signature.begin(), signature.size()), std::move(launch),
+          keeps_q8);
 }
 
-void CudaDevice::enqueue(std::initializer_list<uint64_t> signature, Launch launch,
-                         const OpInfo& info, bool keeps_q8) {
+void CudaDevice::enqueue(std::span<const uint64_t> signature, Launch launch, bool keeps_q8) {
   if (!keeps_q8) q8_valid_ = false;
   if (failed_) return;
   if (!graphs_) {
@@ -317,58 +288,6 @@ void CudaDevice::enqueue(std::initializer_list<uint64_t> signature, Launch launc
   signature_.push_back(signature.size());
   signature_.insert(signature_.end(), signature.begin(), signature.end());
   queued_.push_back(std::move(launch));
-  infos_.push_back(info);
-}
-
-void CudaDevice::fuse_into(size_t index, std::initializer_list<uint64_t> signature, Launch launch,
-                           const OpInfo& info) {
-  signature_.push_back(signature.size() + 1);
-  signature_.push_back(0xF05Eu);  // a fusion marker
-  signature_.insert(signature_.end(), signature.begin(), signature.end());
-  queued_[index] = std::move(launch);
-  infos_[index] = info;
-  ++fused_ops_;
-}
-
-CudaDevice::OpInfo* CudaDevice::queued_info(size_t back) {
-  if (!fuse_ || !graphs_ || failed_ || infos_.size() <= back) return nullptr;
-  return &infos_[infos_.size() - 1 - back];
-}
-
-void CudaDevice::drop_last_queued() {
-  queued_.pop_back();
-  infos_.pop_back();
-}
-
-CudaDevice::Launch CudaDevice::norm_rope_launch(const OpInfo& i) {
-  cudaStream_t s = stream_;
-  return [l = i.norm_rope, s]() -> Result<void> {
-    TERN_CUDA_TRY(cuda::rms_norm_rope(l, s));
-    return {};
-  };
-}
-
-CudaDevice::Launch CudaDevice::norm_launch(const OpInfo& i) {
-  cudaStream_t s = stream_;
-  return [i, s]() -> Result<void> {
-    TERN_CUDA_TRY(cuda::add_rms_norm_q8(i.a, i.b, i.sum, i.weight, i.eps, i.rows, i.cols, i.out,
-                                        i.xq, i.q8_group, s));
-    return {};
-  };
-}
-
-CudaDevice::Launch CudaDevice::gemv_launch(const OpInfo& i) {
-  cudaStream_t s = stream_;
-  return [i, s]() -> Result<void> {
-    if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));
-    if (i.multi.count == 1) {
-      const auto& m = i.multi.mats[0];
-      TERN_CUDA_TRY(cuda::gemv_q8(m.type, m.w, m.m, i.k, i.xq, 1, m.y, s));
-    } else {
-      TERN_CUDA_TRY(cuda::gemv_q8_multi(i.multi, i.k, i.xq, s));
-    }
-    return {};
-  };
 }
 
 Result<void> CudaDevice::flush() {
@@ -381,14 +300,7 @@ Result<void> CudaDevice::flush() {
   }
   std::vector<Launch> ops = std::move(queued_);
   std::vector<uint64_t> signature = std::move(signature_);
-  // A step boundary: with the 8-bit copies' two buffers in turn (set_output_quantize), the next
-  // step starts from the first again, so that equal steps take equal buffers (one graph).
-  if (output_quantize_) {
-    q8_valid_ = false;
-    q8_current_ = 0;
-  }
   queued_.clear();
-  infos_.clear();
   step_kv_stores_.clear();
   signature_.clear();
   if (failed_) return error_;
@@ -442,7 +354,6 @@ Result<void> CudaDevice::flush() {
   if (timing_ && !check(cudaEventRecord(timing_events_[0], stream_), "cudaEventRecord"))
     return error_;
   if (!check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch")) return error_;
-  retired_temps_.clear();  // (stream-ordered: later work only)
   if (timing_) {
     if (!check(cudaEventRecord(timing_events_[1], stream_), "cudaEventRecord")) return error_;
     timing_pending_ = true;

@@ -4,12 +4,15 @@
 // tables) go up through a pinned staging ring, and an array equal to one staged recently (the
 // positions every layer passes again) is not sent twice.
 //
-// CUDA graphs: the ops between two host synchronisations (download, synchronize) - a whole
-// forward pass, since lm_head gathers its rows with copy() - form a step. Each op is queued with
-// a signature (kernel, pointers, sizes, parameters); at the step's end, a step whose signatures
-// equal an earlier one's replays that step's executable graph, after one copy of this step's
-// staged host arrays (ids, positions, slots, block tables) into the same device buffer; any
-// other step is captured into a new graph. Launch and capture costs are paid once per shape.
+// Plans and CUDA graphs: execute() runs a step plan's ops in order, each queuing its launches
+// with a signature (kernel, pointers, sizes, parameters), and ends the plan's graph: a plan
+// whose signatures equal an earlier one's replays that plan's executable graph, after one copy
+// of its staged host arrays (ids, positions, slots, block tables) into the same device buffer;
+// any other plan is captured into a new graph. Launch and capture costs are paid once per shape.
+// An op that needs the host in the middle (the experts' routing) ends the graph there. The fused
+// ops the model asks for run as fused kernels; a kernel may look at the plan's next op (the norm
+// or attention whose output feeds a product writes its 8-bit copy), and no queued launch is
+// ever rewritten.
 //
 // Errors: matmul and get_rows return them; an op without a Result records the first error, and
 // every later op returns (or keeps) it, so a forward pass fails at its next matmul.
@@ -20,6 +23,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -81,9 +85,6 @@ class CudaDevice final : public Device {
   void scale(Tensor& x, float factor) override;
   void argmax_rows(const Tensor& x, int32_t* ids) override;
   void sample_rows(const Tensor& x, std::span<const SampleDraw> draws, int32_t* ids) override;
-  // The models draw temperature samples with sample.cu unless TERN_CUDA_SAMPLE=0 (sample_rows
-  // itself always runs it: cuda_device_test checks it against pick_token).
-  bool samples_rows() const override { return sample_kernel_; }
   void add_weighted_rows(const Tensor& src, std::span<const int32_t> rows,
                          std::span<const float> weights, Tensor& dst) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -94,6 +95,12 @@ class CudaDevice final : public Device {
   void attention(const Tensor& q, const KvLayer& cache,
                  std::span<const AttentionSequence> sequences, const AttentionParams& params,
                  Tensor& out) override;
+
+  Result<void> execute(const StepPlan& plan) override;
+  Result<void> add_rms_norm(const op::AddRmsNorm& o) override;
+  Result<void> matmuls(const op::MatmulsSharedInput& o) override;
+  Result<void> gate_up_activation(const op::GateUpActivation& o) override;
+  Result<void> qk_norm_rope_store_kv(const op::QkNormRopeStoreKv& o) override;
 
   // Waits for the queued work; the first error any op met, if one did.
   Result<void> synchronize();
@@ -108,16 +115,9 @@ class CudaDevice final : public Device {
   // Step capture into CUDA graphs (default on; TERN_CUDA_GRAPHS=0 in the environment turns it
   // off). Turning it off ends an open capture first.
   void set_graphs(bool on);
-  // Fusion of queued decode ops (needs graphs; default on, TERN_CUDA_FUSE=0 turns it off).
-  void set_fusion(bool on) { fuse_ = on; }
-  // The gate/up launch writing the 8-bit copy of its output for the down product, and decode
-  // attention's for the o projection (no quantize launches of their own; kernels.h, Q8Output).
-  // Default: off (slower, cuda_device.cpp); TERN_CUDA_Q8_OUTPUT=1 in the environment turns both on,
-  // TERN_CUDA_Q8_OUTPUT=attention the attention's alone.
-  void set_output_quantize(bool on) { output_quantize_ = attention_output_quantize_ = on; }
-  uint64_t fused_ops() const { return fused_ops_; }
-  // Decode attention launches that took a q/k norm + RoPE launch over (fold_rope_into_attention).
-  uint64_t rope_folds() const { return rope_folds_; }
+  // 8-bit copies of a product's input written by the op that produced it (a norm, decode
+  // attention's combine step) instead of a quantize launch of their own.
+  uint64_t producer_quantizations() const { return producer_quantizations_; }
   uint64_t graph_launches() const { return graph_launches_; }
   uint64_t graph_instantiations() const { return graph_instantiations_; }
   uint64_t device_allocations() const;
@@ -128,44 +128,22 @@ class CudaDevice final : public Device {
   CudaDevice() = default;
   bool failed() const { return failed_; }
   // Queues (graphs on) or runs (off) one op's launches. Any op but matmul forgets the cached
-  // 8-bit activations.
+  // 8-bit activations, unless it writes them itself (keeps_q8).
   using Launch = std::function<Result<void>()>;
-  // What the fusion peepholes need to know of a queued op (graphs on; TERN_CUDA_FUSE=1 turns
-  // fusion on). kAdd: out = a + b, n elements. kNorm: out [rows, cols] = the rms_norm of a (or
-  // of sum = a + b, when b is set, the residual add fused in), with its 8-bit copy at xq when
-  // set. kGemv: one token's (n = 1) products of mats[0..count) with the 8-bit x at xq, which
-  // the op quantizes from x first when `quantize`.
-  struct OpInfo;
   void enqueue(std::initializer_list<uint64_t> signature, Launch launch, bool keeps_q8 = false);
-  void enqueue(std::initializer_list<uint64_t> signature, Launch launch, const OpInfo& info,
-               bool keeps_q8 = false);
-  // Replaces queued op `index` by a fused launch doing its work and the current op's (whose
-  // signature is appended, so equal signatures still mean equal launches).
-  void fuse_into(size_t index, std::initializer_list<uint64_t> signature, Launch launch,
-                 const OpInfo& info);
-  // The queued op `back` places from the end, when fusion is on and it exists.
-  OpInfo* queued_info(size_t back = 0);
-  Launch norm_launch(const OpInfo& info);
-  Launch norm_rope_launch(const OpInfo& info);
-  bool fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n, const int32_t* pd,
-                 const float* fd, int64_t rd, bool neox, float ps,
-                 std::initializer_list<uint64_t> sig);
-  // Removes the last queued op, whose work a fusion into an earlier one takes over (its signature
-  // stays: the fusion that follows is decided by the same signatures).
-  void drop_last_queued();
-  Launch gemv_launch(const OpInfo& info);
-  bool fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
-                std::initializer_list<uint64_t> signature);
-  bool quantize_in_norm(const float* xd, void* xqd, int64_t rows, int64_t k, int group);
-  Launch glu_launch(const OpInfo& info);
-  bool quantize_in_glu(const float* xd, void* xqd, int64_t k, int group);
-  Launch attention_launch(const cuda::AttentionLaunch& a);
-  bool quantize_in_attention(const float* xd, void* xqd, int64_t k, int group);
-  bool fold_rope_into_attention(cuda::AttentionLaunch& a);
-  void token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k, int group,
-                  float* yd);
-  void float_token_gemv(const Tensor& w, const float* xd, float* yd);
-  Launch float_gemv_launch(const OpInfo& info);
+  void enqueue(std::span<const uint64_t> signature, Launch launch, bool keeps_q8 = false);
+  // Where the op being executed should also write the 8-bit copy of its output `x` [rows, k]:
+  // when the plan's next op is a product reading x with 8-bit activations (and `fits` says the
+  // producing kernel can write that group), the buffer and its group; else xq null.
+  struct Q8Target {
+    void* xq = nullptr;
+    int group = 0;
+  };
+  Q8Target q8_for_next_product(const float* x, int64_t rows, int64_t k,
+                               const std::function<bool(int group)>& fits);
+  // One token's products of x by the weights, in one launch of 8-bit products or of float
+  // products, when the weights allow it; false: the caller runs them apart.
+  bool token_products(const Tensor& x, std::span<const Tensor> weights, std::span<float* const> ys);
   // Runs the queued step: replays a recorded graph or captures a new one.
   Result<void> flush();
   void fail(Error error);
@@ -217,12 +195,13 @@ class CudaDevice final : public Device {
   };
   std::vector<Exec> execs_;  // most recently used last
   std::vector<Launch> queued_;
-  std::vector<OpInfo> infos_;  // one per queued op
+  // The plan being executed and the op at hand (for q8_for_next_product).
+  const StepPlan* plan_ = nullptr;
+  size_t plan_index_ = 0;
   // The caches (k data) store_kv wrote in the queued step: decode attention may read the keys
   // of earlier steps before its PDL wait only where one store (its own pass's) came before.
   std::vector<const void*> step_kv_stores_;
-  bool fuse_ = false;
-  uint64_t fused_ops_ = 0, rope_folds_ = 0;
+  uint64_t producer_quantizations_ = 0;
   std::vector<uint64_t> signature_;
   std::vector<unsigned char> step_host_;                // this step's staged arrays
   std::vector<std::pair<size_t, size_t>> step_arrays_;  // their offsets and sizes
@@ -245,20 +224,10 @@ class CudaDevice final : public Device {
   std::vector<StepTiming> timings_;
   bool int8_gemv_ = true;
   bool int8_prefill_ = false;
-  bool sample_kernel_ = true;
-  bool output_quantize_ = false;            // the gate/up launch's (two 8-bit buffers in turn)
-  bool attention_output_quantize_ = false;  // decode attention's combine step's
-  uint32_t* q8_counters_ = nullptr;         // cuda::kQ8OutputGroups words, zero between launches
-  // The 8-bit activations of the last matmul, reused by the next matmuls of the same input (q, k
-  // and v; gate and up) until any other op runs or a matmul writes over that input.
-  Temp q8_[2];  // taken in turn (quantized_activations)
-  int q8_current_ = 0;
+  // The 8-bit activations of the last product's input, reused by the next products of the same
+  // input until any other op runs or a product writes over that input.
+  Temp q8_;
   Temp sample_workspace_;  // sample_rows: the sorted row and CUB's scratch
-  // q and k as the q/k/v product writes them when decode attention takes the norm + RoPE over
-  // (fold_rope_into_attention); one buffer for every layer, grown when a shape needs more. A
-  // buffer grown out of is kept until the step that may still use it is launched.
-  Temp fold_scratch_;
-  std::vector<Temp> retired_temps_;
   // Pinned host memory that downloads of up to kPinnedDownload bytes (a step's logits) land in
   // before the copy to the caller's memory: a pageable destination made the driver stage the
   // copy itself, ~110-130 us for 600 KB of logits (2026-12-04).

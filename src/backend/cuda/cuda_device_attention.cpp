@@ -13,7 +13,6 @@
 
 namespace tern {
 
-using cuda_device_detail::apart;
 using cuda_device_detail::u;
 
 void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
@@ -30,25 +29,6 @@ void CudaDevice::store_kv(KvLayer& cache, const Tensor& k, const Tensor& v,
   cudaStream_t s = stream_;
   const std::initializer_list<uint64_t> sig = {
       15, static_cast<uint64_t>(type), u(kc), u(vc), u(kd), u(vd), u(sd), u(n), u(kvh), u(hd)};
-  // Right after the layer's q and k norm + rope (one launch), with an F16 cache: that launch
-  // writes the keys it rotated and the values into the cache too.
-  OpInfo* last = queued_info();
-  if (type == TensorType::F16 && last != nullptr && last->kind == OpInfo::kNormRope) {
-    const cuda::NormRopeLaunch& l = last->norm_rope;
-    const int64_t v_elems = n * kvh * hd;  // read by the launch that writes q and k
-    if (l.count == 2 && l.k_cache == nullptr && l.parts[1].x == kd && l.n == n &&
-        l.parts[1].heads == kvh && l.head_dim == hd &&
-        apart(vd, v_elems, l.parts[0].x, n * l.parts[0].heads * hd) &&
-        apart(vd, v_elems, kd, v_elems)) {
-      OpInfo info = *last;
-      info.norm_rope.k_cache = static_cast<uint16_t*>(kc);
-      info.norm_rope.v_cache = static_cast<uint16_t*>(vc);
-      info.norm_rope.v = vd;
-      info.norm_rope.slots = sd;
-      fuse_into(infos_.size() - 1, sig, norm_rope_launch(info), info);
-      return;
-    }
-  }
   enqueue(sig, [=]() -> Result<void> {
     TERN_CUDA_TRY(cuda::store_kv(type, kc, vc, kd, vd, sd, n, kvh, hd, s));
     return {};
@@ -212,128 +192,49 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
   }();
   a.early_keys = early && graphs_ &&
                  std::count(step_kv_stores_.begin(), step_kv_stores_.end(), cache.k.data) <= 1;
-  fold_rope_into_attention(a);
-  OpInfo info;
-  info.kind = OpInfo::kAttention;
-  info.attention = a;
-  enqueue({16,
-           u(a.q),
-           u(a.out),
-           u(a.k_cache),
-           u(a.v_cache),
-           static_cast<uint64_t>(a.kv_type),
-           u(tokens),
-           u(heads),
-           u(a.kv_heads),
-           u(head_dim),
-           u(a.block_size),
-           u(a.sequences),
-           static_cast<uint64_t>(a.sequence_count),
-           u(a.tables),
-           u(a.scale),
-           u(a.softcap),
-           u(a.window),
-           static_cast<uint64_t>(a.splits),
-           static_cast<uint64_t>(a.decode_kernel),
-           u(a.partial),
-           u(a.ancestors),
-           static_cast<uint64_t>(a.early_keys),
-           static_cast<uint64_t>(a.fold_rope),
-           u(a.rope.parts[0].x)},
-          attention_launch(a), info);
-}
-
-// One token's decode attention taking over the q/k norm + RoPE launch queued just before it
-// (with its F16 cache store): the q/k/v product before that writes q and k to fold_scratch_
-// instead, the attention blocks norm and rotate them themselves (AttentionLaunch::fold_rope) and
-// write the rotated q and k where the dropped launch would have, and the new key and values into
-// the cache. One launch fewer a layer; the same arithmetic (norm_rope.cuh), so the same results.
-// Measured (2026-12-06, H100, Qwen3-8B Q4_K_M decode after 512 tokens, A B A B): 294 -> 258
-// launches a step, GPU time 2,814 / 2,815 -> 2,779 / 2,780 us (-1.2%), 339.5 -> 343.5 tok/s.
-// TERN_CUDA_ROPE_FOLD=0 keeps the launch for A/B runs.
-bool CudaDevice::fold_rope_into_attention(cuda::AttentionLaunch& a) {
-  static const bool on = [] {
-    const char* v = std::getenv("TERN_CUDA_ROPE_FOLD");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  OpInfo* rope = queued_info(0);
-  OpInfo* product = queued_info(1);
-  if (!on || rope == nullptr || product == nullptr || rope->kind != OpInfo::kNormRope ||
-      rope->norm_rope.parts[0].x != a.q) {
-    return false;
+  // Decode attention that feeds the o projection writes the projection's 8-bit input in its
+  // combine step (one token, split contexts: attention_output_quantizes).
+  const Q8Target q8 = q8_for_next_product(a.out, tokens, heads * head_dim, [&](int group) {
+    return cuda::attention_output_quantizes(a, group);
+  });
+  if (q8.xq != nullptr) {
+    const cuda::Q8Activations qa = cuda::q8_activations(q8.xq, 1, heads * head_dim);
+    a.out_q8.qs = const_cast<int8_t*>(qa.qs);
+    a.out_q8.d = const_cast<float*>(qa.d);
+    a.out_q8.s = const_cast<float*>(qa.s);
+    a.out_q8.group = q8.group;  // (the combine step quantizes in-block: no counters)
   }
-  cuda::AttentionLaunch folded = a;
-  folded.fold_rope = true;
-  folded.rope = rope->norm_rope;
-  folded.q_out = folded.rope.parts[0].x;
-  folded.k_out = folded.rope.parts[1].x;
-  if (!cuda::attention_folds_rope(folded)) return false;
-  const int64_t q_elems = a.heads * a.head_dim, k_elems = a.kv_heads * a.head_dim;
-  // The product's matrices that write q and k (whole: m = their elements).
-  OpInfo info = *product;
-  float** q_y = nullptr;
-  float** k_y = nullptr;
-  if (info.kind == OpInfo::kGemv) {
-    for (int i = 0; i < info.multi.count; ++i) {
-      cuda::GemvQ8Matrix& mat = info.multi.mats[i];
-      if (mat.y == folded.q_out && mat.m == q_elems) q_y = &mat.y;
-      if (mat.y == folded.k_out && mat.m == k_elems) k_y = &mat.y;
-    }
-  } else if (info.kind == OpInfo::kFloatGemv) {
-    for (int i = 0; i < info.floats.count; ++i) {
-      if (info.floats.y[i] == folded.q_out && info.floats.m[i] == q_elems) q_y = &info.floats.y[i];
-      if (info.floats.y[i] == folded.k_out && info.floats.m[i] == k_elems) k_y = &info.floats.y[i];
-    }
-  }
-  if (q_y == nullptr || k_y == nullptr) return false;
-  const size_t bytes = static_cast<size_t>(q_elems + k_elems) * sizeof(float);
-  if (fold_scratch_.bytes < bytes) {
-    auto t = temp(bytes);
-    if (!t) return false;  // (the launches stay as they are)
-    retired_temps_.push_back(std::move(fold_scratch_));
-    fold_scratch_ = std::move(*t);
-  }
-  float* q_raw = static_cast<float*>(fold_scratch_.data);
-  float* k_raw = q_raw + q_elems;
-  *q_y = q_raw;
-  *k_y = k_raw;
-  fuse_into(infos_.size() - 2, {37, u(q_raw), u(k_raw)},
-            info.kind == OpInfo::kGemv ? gemv_launch(info) : float_gemv_launch(info), info);
-  drop_last_queued();
-  folded.rope.parts[0].x = q_raw;
-  folded.rope.parts[1].x = k_raw;
-  a = folded;
-  ++rope_folds_;
-  return true;
-}
-
-CudaDevice::Launch CudaDevice::attention_launch(const cuda::AttentionLaunch& a) {
   cudaStream_t s = stream_;
-  return [a, s]() -> Result<void> {
-    TERN_CUDA_TRY(cuda::attention(a, s));
-    return {};
-  };
-}
-
-// The 8-bit copy of x made by the decode attention launch that wrote x (the o projection's
-// input), when that launch is the last queued op and its combine step can take it.
-bool CudaDevice::quantize_in_attention(const float* xd, void* xqd, int64_t k, int group) {
-  OpInfo* last = queued_info();
-  if (!attention_output_quantize_ || last == nullptr || last->kind != OpInfo::kAttention ||
-      last->attention.out != xd || last->attention.out_q8.qs != nullptr ||
-      last->attention.heads * last->attention.head_dim != k ||
-      !cuda::attention_output_quantizes(last->attention, group)) {
-    return false;
-  }
-  const cuda::Q8Activations q = cuda::q8_activations(xqd, 1, k);
-  cuda::AttentionLaunch& a = last->attention;
-  a.out_q8.qs = const_cast<int8_t*>(q.qs);
-  a.out_q8.d = const_cast<float*>(q.d);
-  a.out_q8.s = const_cast<float*>(q.s);
-  a.out_q8.group = group;  // (the combine step quantizes in-block: no counters)
-  fuse_into(infos_.size() - 1, {36, u(xqd), static_cast<uint64_t>(group)}, attention_launch(a),
-            *last);
-  return true;
+  enqueue(
+      {16,
+       u(a.q),
+       u(a.out),
+       u(a.k_cache),
+       u(a.v_cache),
+       static_cast<uint64_t>(a.kv_type),
+       u(tokens),
+       u(heads),
+       u(a.kv_heads),
+       u(head_dim),
+       u(a.block_size),
+       u(a.sequences),
+       static_cast<uint64_t>(a.sequence_count),
+       u(a.tables),
+       u(a.scale),
+       u(a.softcap),
+       u(a.window),
+       static_cast<uint64_t>(a.splits),
+       static_cast<uint64_t>(a.decode_kernel),
+       u(a.partial),
+       u(a.ancestors),
+       static_cast<uint64_t>(a.early_keys),
+       u(a.out_q8.qs),
+       static_cast<uint64_t>(a.out_q8.group)},
+      [a, s]() -> Result<void> {
+        TERN_CUDA_TRY(cuda::attention(a, s));
+        return {};
+      },
+      q8.xq != nullptr);
 }
 
 }  // namespace tern

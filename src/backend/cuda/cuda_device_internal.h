@@ -1,5 +1,5 @@
-// What the CudaDevice's source files share (not part of its interface): the queued ops' fusion
-// records and the helpers that build launch signatures.
+// What the CudaDevice's source files share (not part of its interface): the helpers that build
+// launch signatures.
 #pragma once
 
 #include <chrono>
@@ -10,37 +10,6 @@
 #include "backend/cuda/kernels.h"
 
 namespace tern {
-
-struct CudaDevice::OpInfo {
-  enum Kind { kOther, kAdd, kNorm, kGemv, kFloatGemv, kNormRope, kGlu, kAttention } kind = kOther;
-  const float* a = nullptr;
-  const float* b = nullptr;
-  float* out = nullptr;
-  int64_t n = 0;  // kAdd: elements
-  // kNorm
-  float* sum = nullptr;
-  const float* weight = nullptr;
-  float eps = 0;
-  int64_t rows = 0, cols = 0;
-  void* xq = nullptr;
-  // kGemv (a = the F32 x, xq = its 8-bit copy)
-  cuda::GemvQ8Multi multi;
-  // kFloatGemv (a = x): the F32/F16/BF16 products of one token sharing x
-  cuda::GemvFloatMulti floats;
-  int64_t k = 0;
-  bool quantize = false;
-  int q8_group = 32;  // kNorm with xq, kGemv: the values an activation scale covers (q8_group)
-  // kGlu (the kGemv fields of its gate and up products, out = act(gate) * up): gelu, and where
-  // the launch also writes out's 8-bit copy (scales a group of out_q8_group values) when set.
-  bool gelu = false;
-  void* out_xq = nullptr;
-  int out_q8_group = 256;
-  // kAttention: a decode attention launch (its output's 8-bit copy may fuse into it).
-  cuda::AttentionLaunch attention;
-  // kNormRope: the per-head norm + rope of one tensor of heads (a layer's q), which the same
-  // op on the next (its k) joins.
-  cuda::NormRopeLaunch norm_rope;
-};
 
 namespace cuda_device_detail {
 

@@ -1,6 +1,5 @@
-// The CudaDevice's products: 8-bit GEMVs for decode (with the norm + quantize and same-input
-// fusions), F32/F16/BF16 GEMVs, the int8 prefill GEMM or dequantize + cuBLAS BF16 GEMM, and the
-// cached 8-bit copy of the last quantized input.
+// The CudaDevice's products: 8-bit GEMVs for decode, F32/F16/BF16 GEMVs, the int8 prefill GEMM
+// or dequantize + cuBLAS BF16 GEMM, and the cached 8-bit copy of the last quantized input.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -32,7 +31,6 @@ int64_t dequant_tile_elements() {
 
 }  // namespace
 
-using cuda_device_detail::apart;
 using cuda_device_detail::row_bytes;
 using cuda_device_detail::u;
 
@@ -56,37 +54,29 @@ Result<void> CudaDevice::matmul(const Tensor& w, const Tensor& x, Tensor& y) {
   float* yd = y.f32();
   cudaStream_t s = stream_;
   if (n <= cuda::kMaxGemvRows) {
-    if (is_float && n == 1 && queued_info() != nullptr &&
-        cuda::gemv_float_multi_supported(type, k)) {
-      float_token_gemv(w, xd, yd);
-    } else if (is_float) {
+    if (is_float) {
       enqueue({2, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd)},
               [=]() -> Result<void> {
                 TERN_CUDA_TRY(cuda::gemv_float(type, wd, m, k, xd, n, yd, s));
                 return {};
               });
     } else if (int8_gemv_ && cuda::gemv_q8_supported(type)) {
+      // The 8-bit copy of x: cached from the product before (q, k, v) or written by the op
+      // that produced x (q8_for_next_product), else quantized by this launch.
       const int group = cuda::q8_group(type);
-      bool fresh = !q8_cached(x, group);
+      const bool fresh = !q8_cached(x, group);
       auto xq = quantized_activations(x, group);
       if (!xq) return xq.error();
       void* xqd = const_cast<void*>(*xq);
-      if (n == 1 && queued_info() != nullptr) {
-        token_gemv(w, xd, xqd, fresh, k, group, yd);
-      } else {
-        // Several sequences a step: the norm that wrote x quantizes it too (the q/k/v and gate/up
-        // inputs), one launch fewer each (145 quantizations a step of 8 Qwen3-8B tokens before).
-        if (fresh && quantize_in_norm(xd, xqd, n, k, group)) fresh = false;
-        enqueue(
-            {3, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd), u(xqd), fresh,
-             static_cast<uint64_t>(group)},
-            [=]() -> Result<void> {
-              if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, n, k, group, xqd, s));
-              TERN_CUDA_TRY(cuda::gemv_q8(type, wd, m, k, xqd, n, yd, s));
-              return {};
-            },
-            true);
-      }
+      enqueue(
+          {3, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd), u(xqd), fresh,
+           static_cast<uint64_t>(group)},
+          [=]() -> Result<void> {
+            if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, n, k, group, xqd, s));
+            TERN_CUDA_TRY(cuda::gemv_q8(type, wd, m, k, xqd, n, yd, s));
+            return {};
+          },
+          true);
     } else {
       enqueue({4, u(wd), static_cast<uint64_t>(type), u(m), u(k), u(xd), u(n), u(yd)},
               [=]() -> Result<void> {
@@ -127,144 +117,22 @@ bool CudaDevice::q8_cached(const Tensor& x, int group) const {
 
 // The 8-bit copy of x with one scale per `group` values (quantized by the caller's launch when
 // not cached).
-// With set_output_quantize, two buffers taken in turn, so that an input's copy never lands where
-// the copy of the input before it is (the gate/up launch that quantizes its output for the down
-// product reads the one and writes the other).
 Result<const void*> CudaDevice::quantized_activations(const Tensor& x, int group) {
   const int64_t n = x.rows(), k = x.ne[0];
-  if (q8_cached(x, group)) return q8_[q8_current_].data;
-  if (output_quantize_) q8_current_ ^= 1;
-  Temp& q8 = q8_[q8_current_];
+  if (q8_cached(x, group)) return q8_.data;
   const size_t bytes = cuda::q8_activation_bytes(n, k);
-  if (q8.bytes < bytes) {
-    q8 = Temp();
+  if (q8_.bytes < bytes) {
+    q8_ = Temp();
     auto t = temp(bytes);
     if (!t) return t.error();
-    q8 = std::move(*t);
+    q8_ = std::move(*t);
   }
   q8_x_ = x.f32();
   q8_n_ = n;
   q8_k_ = k;
   q8_group_ = group;
   q8_valid_ = true;
-  return static_cast<const void*>(q8.data);
-}
-
-// Whether the op queued last is the norm that wrote x [rows, k]: it then writes x's 8-bit copy
-// too (rms_norm + quantize in one kernel, as quantize_q8 would), and x needs no quantization.
-bool CudaDevice::quantize_in_norm(const float* xd, void* xqd, int64_t rows, int64_t k, int group) {
-  OpInfo* last = queued_info();
-  if (last == nullptr || last->kind != OpInfo::kNorm || last->out != xd || last->rows != rows ||
-      last->cols != k || last->xq != nullptr || !cuda::norm_q8_supported(k, group)) {
-    return false;
-  }
-  last->xq = xqd;
-  last->q8_group = group;
-  fuse_into(infos_.size() - 1, {18, u(xqd), static_cast<uint64_t>(group)}, norm_launch(*last),
-            *last);
-  return true;
-}
-
-// The 8-bit copy of x made by the gate/up launch that wrote x (the down product's input), when
-// that launch is the last queued op and the device takes it (set_output_quantize).
-bool CudaDevice::quantize_in_glu(const float* xd, void* xqd, int64_t k, int group) {
-  OpInfo* last = queued_info();
-  if (!output_quantize_ || q8_counters_ == nullptr || last == nullptr ||
-      last->kind != OpInfo::kGlu || last->out != xd || last->out_xq != nullptr ||
-      last->multi.mats[0].m != k ||
-      !cuda::gemv_q8_glu_quantizes(last->multi.mats[0], last->multi.mats[1], last->k, group)) {
-    return false;
-  }
-  last->out_xq = xqd;
-  last->out_q8_group = group;
-  fuse_into(infos_.size() - 1, {35, u(xqd), static_cast<uint64_t>(group)}, glu_launch(*last),
-            *last);
-  return true;
-}
-
-// One token's product with 8-bit activations, with fusion into the queued op before it: the
-// quantization into the norm that wrote x (rms_norm + quantize), and products of the same x
-// into one launch (q, k, v; gate, up).
-void CudaDevice::token_gemv(const Tensor& w, const float* xd, void* xqd, bool fresh, int64_t k,
-                            int group, float* yd) {
-  const int64_t m = w.rows();
-  const std::initializer_list<uint64_t> sig = {
-      17,     u(w.data), static_cast<uint64_t>(w.type), u(m), u(k), u(xd), u(yd),
-      u(xqd), fresh,     static_cast<uint64_t>(group)};
-  cuda::GemvQ8Matrix mat;
-  mat.w = w.data;
-  mat.type = w.type;
-  mat.m = m;
-  mat.row_bytes = cuda::gemv_q8_row_bytes(w.type, k);
-  mat.y = yd;
-  if (fresh && quantize_in_norm(xd, xqd, 1, k, group)) fresh = false;
-  if (fresh && quantize_in_glu(xd, xqd, k, group)) fresh = false;
-  if (fresh && quantize_in_attention(xd, xqd, k, group)) fresh = false;
-  const OpInfo* last = queued_info();
-  if (!fresh && last->kind == OpInfo::kGemv && last->xq == xqd && last->k == k &&
-      last->q8_group == group && last->multi.count < cuda::kMaxGemvMulti) {
-    OpInfo info = *last;
-    auto& g = info.multi;
-    g.mats[g.count] = mat;
-    g.block_ends[g.count] =
-        (g.count == 0 ? 0 : g.block_ends[g.count - 1]) + cuda::gemv_q8_blocks(m);
-    ++g.count;
-    fuse_into(infos_.size() - 1, sig, gemv_launch(info), info);
-    return;
-  }
-  OpInfo info;
-  info.kind = OpInfo::kGemv;
-  info.a = xd;
-  info.xq = xqd;
-  info.k = k;
-  info.quantize = fresh;
-  info.q8_group = group;
-  info.multi.mats[0] = mat;
-  info.multi.block_ends[0] = cuda::gemv_q8_blocks(m);
-  info.multi.count = 1;
-  enqueue(sig, gemv_launch(info), info, true);
-}
-
-// One token's product with F32/F16/BF16 weights, fused with the queued products of the same x
-// before it into one launch (q, k, v; gate, up): the small k and v matrices stop being
-// launches of their own, and each launch has more rows to spread over the SMs.
-void CudaDevice::float_token_gemv(const Tensor& w, const float* xd, float* yd) {
-  const int64_t m = w.rows(), k = w.ne[0];
-  const std::initializer_list<uint64_t> sig = {
-      31, u(w.data), static_cast<uint64_t>(w.type), u(m), u(k), u(xd), u(yd)};
-  auto overlaps = [&](const float* y, int64_t rows) { return !apart(y, rows, xd, k); };
-  const OpInfo* last = queued_info();
-  if (last != nullptr && last->kind == OpInfo::kFloatGemv && last->a == xd && last->k == k &&
-      last->floats.type == w.type && last->floats.count < cuda::kMaxGemvFloatMulti &&
-      !overlaps(yd, m)) {
-    OpInfo info = *last;
-    auto& g = info.floats;
-    g.w[g.count] = w.data;
-    g.m[g.count] = m;
-    g.y[g.count] = yd;
-    ++g.count;
-    fuse_into(infos_.size() - 1, sig, float_gemv_launch(info), info);
-    return;
-  }
-  OpInfo info;
-  info.a = xd;
-  info.k = k;
-  // A product writing its own input cannot take later products of that input.
-  info.kind = overlaps(yd, m) ? OpInfo::kOther : OpInfo::kFloatGemv;
-  info.floats.type = w.type;
-  info.floats.w[0] = w.data;
-  info.floats.m[0] = m;
-  info.floats.y[0] = yd;
-  info.floats.count = 1;
-  enqueue(sig, float_gemv_launch(info), info);
-}
-
-CudaDevice::Launch CudaDevice::float_gemv_launch(const OpInfo& i) {
-  cudaStream_t s = stream_;
-  return [i, s]() -> Result<void> {
-    TERN_CUDA_TRY(cuda::gemv_float_multi(i.floats, i.k, i.a, s));
-    return {};
-  };
+  return static_cast<const void*>(q8_.data);
 }
 
 // Prefill: y^T [m, n] = W [m, k] . x^T, in cuBLAS's column-major terms C = op(A) B with A the

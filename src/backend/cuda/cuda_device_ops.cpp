@@ -1,7 +1,6 @@
-// The CudaDevice's row, element-wise and per-head ops: embedding rows, RMSNorm (fused with the
-// residual add and the 8-bit quantization of the next product's input), adds, scaling, argmax
-// and sampling, the gated activations (fused into the gate/up product) and RoPE (fused into the
-// per-head norm).
+// The CudaDevice's row, element-wise and per-head ops: embedding rows, RMSNorm (with the 8-bit
+// copy of the next product's input), adds, scaling, argmax and sampling, the gated activations
+// and RoPE.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -16,7 +15,6 @@
 
 namespace tern {
 
-using cuda_device_detail::apart;
 using cuda_device_detail::row_bytes;
 using cuda_device_detail::u;
 
@@ -54,32 +52,23 @@ void CudaDevice::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tens
   const int64_t rows = x.rows(), cols = x.ne[0];
   float* o = out.f32();
   cudaStream_t s = stream_;
-  const std::initializer_list<uint64_t> sig = {8, u(xd), u(wd), u(eps), u(rows), u(cols), u(o)};
-  OpInfo info;
-  info.kind = OpInfo::kNorm;
-  info.a = xd;
-  info.weight = wd;
-  info.eps = eps;
-  info.rows = rows;
-  info.cols = cols;
-  info.out = o;
-  OpInfo* last = queued_info();
-  if (last != nullptr && last->kind == OpInfo::kAdd && last->out == xd && last->n == rows * cols) {
-    // The residual add that wrote x, and this norm of it, in one kernel.
-    q8_valid_ = false;
-    info.a = last->a;
-    info.b = last->b;
-    info.sum = last->out;
-    fuse_into(infos_.size() - 1, sig, norm_launch(info), info);
-    return;
-  }
+  // A norm that feeds a product writes the product's 8-bit input too.
+  const Q8Target q8 = q8_for_next_product(
+      o, rows, cols, [&](int group) { return cuda::norm_q8_supported(cols, group); });
+  void* xq = q8.xq;
+  const int group = q8.group;
   enqueue(
-      sig,
+      {8, u(xd), u(wd), u(eps), u(rows), u(cols), u(o), u(xq), static_cast<uint64_t>(group)},
       [=]() -> Result<void> {
-        TERN_CUDA_TRY(cuda::rms_norm(xd, wd, eps, rows, cols, o, s));
+        if (xq != nullptr) {
+          TERN_CUDA_TRY(cuda::add_rms_norm_q8(xd, nullptr, nullptr, wd, eps, rows, cols, o, xq,
+                                              group, s));
+        } else {
+          TERN_CUDA_TRY(cuda::rms_norm(xd, wd, eps, rows, cols, o, s));
+        }
         return {};
       },
-      info);
+      xq != nullptr);
 }
 
 void CudaDevice::add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -87,19 +76,10 @@ void CudaDevice::add(const Tensor& a, const Tensor& b, Tensor& out) {
   float* o = out.f32();
   const int64_t n = a.elements();
   cudaStream_t s = stream_;
-  OpInfo info;
-  info.kind = OpInfo::kAdd;
-  info.a = ad;
-  info.b = bd;
-  info.out = o;
-  info.n = n;
-  enqueue(
-      {9, u(ad), u(bd), u(o), u(n)},
-      [=]() -> Result<void> {
-        TERN_CUDA_TRY(cuda::add(ad, bd, o, n, s));
-        return {};
-      },
-      info);
+  enqueue({9, u(ad), u(bd), u(o), u(n)}, [=]() -> Result<void> {
+    TERN_CUDA_TRY(cuda::add(ad, bd, o, n, s));
+    return {};
+  });
 }
 
 void CudaDevice::add_row_vector(Tensor& x, const Tensor& v) {
@@ -190,60 +170,11 @@ void CudaDevice::add_weighted_rows(const Tensor& src, std::span<const int32_t> r
   });
 }
 
-// gate and up products of one token queued as one launch, then act(gate) * up: all in one kernel.
-bool CudaDevice::fuse_glu(const float* g, const float* up, float* out, int64_t n, bool gelu,
-                          std::initializer_list<uint64_t> signature) {
-  OpInfo* last = queued_info();
-  if (last != nullptr && last->kind == OpInfo::kFloatGemv && last->floats.count == 2 &&
-      last->floats.y[0] == g && last->floats.y[1] == up && last->floats.m[0] == n &&
-      last->floats.m[1] == n) {
-    // F32/F16/BF16 gate and up: pair r is gate row r and up row r; one launch writes the product.
-    q8_valid_ = false;  // `out` may be the input an 8-bit copy was made of, as in the path below
-    OpInfo i = *last;
-    i.floats.glu = gelu ? 2 : 1;
-    i.floats.out = out;
-    i.kind = OpInfo::kOther;  // nothing to fuse into a gated activation
-    fuse_into(infos_.size() - 1, signature, float_gemv_launch(i), i);
-    return true;
-  }
-  if (last == nullptr || last->kind != OpInfo::kGemv || last->multi.count != 2) return false;
-  const auto& gm = last->multi.mats[0];
-  const auto& um = last->multi.mats[1];
-  if (gm.y != g || um.y != up || gm.m != n || um.m != n) return false;
-  q8_valid_ = false;
-  OpInfo i = *last;
-  i.kind = OpInfo::kGlu;  // (only the down product's quantization fuses into it)
-  i.gelu = gelu;
-  i.out = out;
-  fuse_into(infos_.size() - 1, signature, glu_launch(i), i);
-  return true;
-}
-
-CudaDevice::Launch CudaDevice::glu_launch(const OpInfo& i) {
-  cudaStream_t s = stream_;
-  cuda::Q8Output quant;
-  if (i.out_xq != nullptr) {
-    const cuda::Q8Activations a = cuda::q8_activations(i.out_xq, 1, i.multi.mats[0].m);
-    quant.qs = const_cast<int8_t*>(a.qs);
-    quant.d = const_cast<float*>(a.d);
-    quant.s = const_cast<float*>(a.s);
-    quant.counters = q8_counters_;
-    quant.group = i.out_q8_group;
-  }
-  return [i, s, quant]() -> Result<void> {
-    if (i.quantize) TERN_CUDA_TRY(cuda::quantize_q8(i.a, 1, i.k, i.q8_group, i.xq, s));
-    TERN_CUDA_TRY(
-        cuda::gemv_q8_glu(i.multi.mats[0], i.multi.mats[1], i.k, i.xq, i.gelu, i.out, s, quant));
-    return {};
-  };
-}
-
 void CudaDevice::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   const float *g = gate.f32(), *up_d = up.f32();
   float* o = out.f32();
   const int64_t n = gate.elements();
   cudaStream_t s = stream_;
-  if (fuse_glu(g, up_d, o, n, false, {12, u(g), u(up_d), u(o), u(n)})) return;
   enqueue({12, u(g), u(up_d), u(o), u(n)}, [=]() -> Result<void> {
     TERN_CUDA_TRY(cuda::silu_mul(g, up_d, o, n, s));
     return {};
@@ -255,72 +186,10 @@ void CudaDevice::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out
   float* o = out.f32();
   const int64_t n = gate.elements();
   cudaStream_t s = stream_;
-  if (fuse_glu(g, up_d, o, n, true, {13, u(g), u(up_d), u(o), u(n)})) return;
   enqueue({13, u(g), u(up_d), u(o), u(n)}, [=]() -> Result<void> {
     TERN_CUDA_TRY(cuda::gelu_tanh_mul(g, up_d, o, n, s));
     return {};
   });
-}
-
-// Queues rope on x [n, heads, head_dim] as a norm + rope launch (kNormRope) when fusion is on:
-// with the per-head norm that wrote x in place (one of the last two queued ops; the other one
-// touches other memory), or alone (norm off: models without q/k norms); a second such op for the
-// same tokens and rotation right after the first (a layer's k after its q) joins it, and
-// store_kv may join them after that. False: queue the plain rope. TERN_CUDA_ROPE_MERGE=0 keeps
-// the launches of before (a norm + rope launch each for q and k, the RoPE alone and store_kv
-// apart) for A/B runs.
-bool CudaDevice::fuse_rope(float* xd, int64_t head_dim, int64_t heads, int64_t n, const int32_t* pd,
-                           const float* fd, int64_t rd, bool neox, float ps,
-                           std::initializer_list<uint64_t> sig) {
-  if (!cuda::rms_norm_rope_supported(head_dim) || !fuse_ || !graphs_ || failed_) return false;
-  const int64_t x_elems = n * heads * head_dim;
-  OpInfo info;
-  info.kind = OpInfo::kNormRope;
-  cuda::NormRopeLaunch& l = info.norm_rope;
-  l.parts[0] = {xd, nullptr, 0.0f, heads, false};
-  l.head_dim = head_dim, l.n = n, l.positions = pd, l.inv_freq = fd;
-  l.rotary_dim = rd, l.neox = neox, l.position_scale = ps;
-  static const bool merge = [] {
-    const char* v = std::getenv("TERN_CUDA_ROPE_MERGE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  int norm_back = -1;  // the queued norm this rope takes over, counted from the end
-  for (size_t back = 0; back < 2; ++back) {
-    OpInfo* op = queued_info(back);
-    if (op == nullptr || op->kind != OpInfo::kNorm || op->b != nullptr || op->xq != nullptr) break;
-    if (op->a == xd && op->out == xd && op->rows == n * heads && op->cols == head_dim) {
-      l.parts[0] = {xd, op->weight, op->eps, heads, true};
-      norm_back = static_cast<int>(back);
-      break;
-    }
-    const int64_t elems = op->rows * op->cols;
-    if (!apart(op->a, elems, xd, x_elems) || !apart(op->out, elems, xd, x_elems)) break;
-  }
-  if (!merge && norm_back < 0) return false;
-  q8_valid_ = false;
-  // The q heads' op queued just before this one (before its norm, when it has one).
-  OpInfo* q = !merge           ? nullptr
-              : norm_back == 0 ? queued_info(1)
-              : norm_back < 0  ? queued_info(0)
-                               : nullptr;
-  const cuda::NormRopeLaunch* ql = q != nullptr ? &q->norm_rope : nullptr;
-  if (ql != nullptr && q->kind == OpInfo::kNormRope && ql->count == 1 && ql->head_dim == head_dim &&
-      ql->n == n && ql->positions == pd && ql->inv_freq == fd && ql->rotary_dim == rd &&
-      ql->neox == neox && ql->position_scale == ps &&
-      apart(ql->parts[0].x, n * ql->parts[0].heads * head_dim, xd, x_elems)) {
-    const cuda::NormRopeHeads k = l.parts[0];
-    l = *ql;
-    l.parts[1] = k;
-    l.count = 2;
-    if (norm_back == 0) drop_last_queued();
-    fuse_into(infos_.size() - 1, sig, norm_rope_launch(info), info);
-  } else if (norm_back >= 0) {
-    fuse_into(infos_.size() - 1 - static_cast<size_t>(norm_back), sig, norm_rope_launch(info),
-              info);
-  } else {
-    enqueue(sig, norm_rope_launch(info), info);
-  }
-  return true;
 }
 
 void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
@@ -342,9 +211,6 @@ void CudaDevice::rope(Tensor& x, std::span<const int32_t> positions, const RopeP
   const bool neox = params.neox;
   const float ps = params.position_scale;
   cudaStream_t s = stream_;
-  const std::initializer_list<uint64_t> sig = {14,    u(xd), u(head_dim), u(heads), u(n),
-                                               u(pd), u(fd), u(rd),       neox,     u(ps)};
-  if (fuse_rope(xd, head_dim, heads, n, pd, fd, rd, neox, ps, sig)) return;
   enqueue({14, u(xd), u(head_dim), u(heads), u(n), u(pd), u(fd), u(rd), neox, u(ps)},
           [=]() -> Result<void> {
             TERN_CUDA_TRY(cuda::rope(xd, head_dim, heads, n, pd, fd, rd, neox, ps, s));
