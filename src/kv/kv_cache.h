@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/device/device.h"
@@ -32,6 +33,8 @@ class KvCache {
 
   const KvCacheConfig& config() const { return config_; }
   KvLayer& layer(int64_t index) { return layers_[static_cast<size_t>(index)]; }
+  // Every layer's storage (the KV ops of a step plan: copying blocks, moving slots).
+  std::span<KvLayer> layers() { return layers_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
   int64_t capacity_tokens() const { return config_.blocks * config_.block_size; }
   size_t bytes() const;

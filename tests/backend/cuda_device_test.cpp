@@ -18,6 +18,7 @@
 #include "backend/cuda/caching_allocator.h"
 #include "backend/cuda/cuda_device.h"
 #include "base/fp16.h"
+#include "ops/ops.h"
 #include "test_util.h"
 
 namespace tern {
@@ -96,8 +97,8 @@ class CudaOps : public ::testing::Test {
     std::vector<float> nan(static_cast<size_t>(ne[0] * ne[1] * ne[2] * ne[3]), NAN);
     return gpu_f32(nan, ne);
   }
-  void run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
-                            int64_t tokens = 1, bool qk_norm = true, int64_t head_dim = 64);
+  void run_fused_decode_ops(const std::array<TensorType, 5>& types, int64_t tokens = 1,
+                            bool qk_norm = true, int64_t head_dim = 64);
   std::vector<float> read(const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.elements()));
     gpu_->download(t.data, v.data(), v.size() * 4);
@@ -569,96 +570,46 @@ TEST_F(CudaOps, RopeMatchesTheCpu) {
 // q, k, v, gate and up).
 TEST_F(CudaOps, FusedDecodeOpsEqualTheUnfusedOps) {
   using T = TensorType;
-  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 7);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K});
 }
 
 TEST_F(CudaOps, FusedDecodeOpsOf32ElementBlocksEqualTheUnfusedOps) {
   using T = TensorType;
-  run_fused_decode_ops({T::Q5_0, T::Q5_0, T::Q8_0, T::Q4_1, T::Q4_1}, 7);
+  run_fused_decode_ops({T::Q5_0, T::Q5_0, T::Q8_0, T::Q4_1, T::Q4_1});
 }
 
 // Several sequences' tokens a step (5 rows): the norms quantize for the products after them.
 TEST_F(CudaOps, FusedDecodeOpsOfSeveralSequencesEqualTheUnfusedOps) {
   using T = TensorType;
-  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 4, 5);
-  run_fused_decode_ops({T::Q5_0, T::Q5_0, T::Q8_0, T::Q4_1, T::Q4_1}, 4, 3);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 5);
+  run_fused_decode_ops({T::Q5_0, T::Q5_0, T::Q8_0, T::Q4_1, T::Q4_1}, 3);
 }
 
 // Models without q/k norms (Llama, SmolLM2): q's and k's RoPE and the cache store still one launch.
 TEST_F(CudaOps, FusedDecodeOpsWithoutQkNormsEqualTheUnfusedOps) {
   using T = TensorType;
-  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 5, 1, false);
-  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 5, 3, false);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 1, false);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 3, false);
 }
 
 // Heads of 128 and 256: the decode attention's folded q/k norm + RoPE with one and two float4s
 // a lane of a head row.
 TEST_F(CudaOps, FusedDecodeOpsWithWiderHeadsEqualTheUnfusedOps) {
   using T = TensorType;
-  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 7, 1, true, 128);
-  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 7, 1, true, 256);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 1, true, 128);
+  run_fused_decode_ops({T::Q4_K, T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K}, 1, true, 256);
 }
 
 TEST_F(CudaOps, FusedBf16DecodeProductsEqualTheUnfusedOps) {
   // q, k and v in one launch, gate and up in another with SiLU(gate) * up: at least four fusions.
   using T = TensorType;
-  run_fused_decode_ops({T::BF16, T::BF16, T::BF16, T::BF16, T::BF16}, 4);
-}
-
-// The gate/up launch that also writes the 8-bit copy of its output for the down product
-// (set_output_quantize; gemv_q8.cu's Q8Output): the down product's result equals the one a separate
-// quantize launch gives, over two layers in one step (the group counters are zero again after the
-// first), and the fusion happened exactly once a layer.
-TEST_F(CudaOps, FusedGluQuantizationEqualsAQuantizeLaunch) {
-  using T = TensorType;
-  const int64_t hidden = 512, ffn = 1024;
-  // (Q8_0: groups of 32; the K-quants: of 256.)
-  for (const auto& [gate_type, down_type] :
-       {std::pair{T::Q4_K, T::Q4_K}, {T::Q4_K, T::Q6_K}, {T::Q8_0, T::Q8_0}}) {
-    const auto gate_w = testing::random_weights(gate_type, ffn, hidden, rng_);
-    const auto up_w = testing::random_weights(gate_type, ffn, hidden, rng_);
-    const auto down_w = testing::random_weights(down_type, hidden, ffn, rng_);
-    const auto x0 = random(hidden), nw = random(hidden, 0.3f);
-    auto run = [&](bool quantize_in_glu, uint64_t* fused) {
-      gpu_->set_fusion(true);
-      gpu_->set_output_quantize(quantize_in_glu);
-      const uint64_t before = gpu_->fused_ops();
-      Tensor gate = gpu_tensor(gate_w.data(), gate_w.size(), gate_type, {hidden, ffn, 1, 1});
-      Tensor up = gpu_tensor(up_w.data(), up_w.size(), gate_type, {hidden, ffn, 1, 1});
-      Tensor down = gpu_tensor(down_w.data(), down_w.size(), down_type, {ffn, hidden, 1, 1});
-      Tensor x = gpu_f32(x0, {hidden, 1, 1, 1}), tnw = gpu_f32(nw, {hidden, 1, 1, 1});
-      const std::vector<float> nan_h(static_cast<size_t>(hidden), NAN),
-          nan_f(static_cast<size_t>(ffn), NAN);
-      Tensor h = gpu_f32(nan_h, {hidden, 1, 1, 1}), g = gpu_f32(nan_f, {ffn, 1, 1, 1}),
-             u = gpu_f32(nan_f, {ffn, 1, 1, 1});
-      for (int layer = 0; layer < 2; ++layer) {
-        gpu_->rms_norm(x, &tnw, 1e-6f, h);
-        EXPECT_TRUE(gpu_->matmul(gate, h, g).ok());
-        EXPECT_TRUE(gpu_->matmul(up, h, u).ok());
-        gpu_->silu_mul(g, u, g);
-        EXPECT_TRUE(gpu_->matmul(down, g, x).ok());  // the next layer's input
-      }
-      auto result = read(x);
-      EXPECT_TRUE(gpu_->synchronize().ok());
-      *fused = gpu_->fused_ops() - before;
-      gpu_->set_output_quantize(false);
-      return result;
-    };
-    uint64_t fused_with = 0, fused_without = 0;
-    const auto with = run(true, &fused_with);
-    const auto without = run(false, &fused_without);
-    const Diff d = compare(with, without);
-    report(fmt::format("down product after the gate/up launch's quantization ({} / {})",
-                       tensor_type_name(gate_type), tensor_type_name(down_type)),
-           d);
-    EXPECT_EQ(d.max_abs, 0.0) << "the fused quantization wrote other bytes";
-    EXPECT_EQ(fused_with, fused_without + 2) << "one fusion a layer";
-  }
+  run_fused_decode_ops({T::BF16, T::BF16, T::BF16, T::BF16, T::BF16});
 }
 
 // Decode attention whose combine step also writes the 8-bit copy of its output for the o
-// projection (set_output_quantize): the projection's result equals the one a separate quantize
-// launch gives, and the fusion happened once. One token over 3,000 cached keys (split contexts).
+// projection when the plan's next op is that projection: the projection's result equals the one
+// a separate quantize launch gives (the two ops in plans of their own), and the copy was written
+// once. One token over 3,000 cached keys (split contexts).
 TEST_F(CudaOps, FusedAttentionOutputQuantizationEqualsAQuantizeLaunch) {
   const int64_t heads = 8, kv_heads = 2, head_dim = 128, hidden = 512, cached = 3000;
   const int64_t block_size = 16, blocks = (cached + 1 + block_size - 1) / block_size;
@@ -696,20 +647,22 @@ TEST_F(CudaOps, FusedAttentionOutputQuantizationEqualsAQuantizeLaunch) {
     AttentionParams params;
     params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     Tensor o_proj = gpu_tensor(o_w.data(), o_w.size(), o_type, {heads * head_dim, hidden, 1, 1});
-    auto run = [&](bool quantize_in_attention, uint64_t* fused) {
-      gpu_->set_fusion(true);
-      gpu_->set_output_quantize(quantize_in_attention);
-      const uint64_t before = gpu_->fused_ops();
+    auto run = [&](bool one_plan, uint64_t* fused) {
+      const uint64_t before = gpu_->producer_quantizations();
       Tensor q = gpu_f32(q0, {head_dim, heads, 1, 1});
       Tensor attn = gpu_poisoned({head_dim, heads, 1, 1});
       Tensor y = gpu_poisoned({hidden, 1, 1, 1});
-      gpu_->attention(q, cache, std::span<const AttentionSequence>(&seq, 1), params, attn);
       Tensor flat = attn;
       flat.ne = {heads * head_dim, 1, 1, 1};
-      EXPECT_TRUE(gpu_->matmul(o_proj, flat, y).ok());
+      StepPlan first, second;
+      Ops(first).attention(q, cache, std::span<const AttentionSequence>(&seq, 1), params, attn);
+      Ops(one_plan ? first : second).matmul(o_proj, flat, y);
+      EXPECT_TRUE(gpu_->execute(first).ok());
+      if (!one_plan) {
+        EXPECT_TRUE(gpu_->execute(second).ok());
+      }
       auto result = read(y);
-      *fused = gpu_->fused_ops() - before;
-      gpu_->set_output_quantize(false);
+      *fused = gpu_->producer_quantizations() - before;
       return result;
     };
     uint64_t fused_with = 0, fused_without = 0;
@@ -720,14 +673,15 @@ TEST_F(CudaOps, FusedAttentionOutputQuantizationEqualsAQuantizeLaunch) {
                        tensor_type_name(o_type)),
            d);
     EXPECT_EQ(d.max_abs, 0.0) << "the fused quantization wrote other bytes";
-    EXPECT_EQ(fused_with, fused_without + 1) << "one fusion";
+    EXPECT_EQ(fused_with, 1u) << "the combine step should have written the copy";
+    EXPECT_EQ(fused_without, 0u);
   }
 }
 
 // One layer's decode ops (q, k, v; gate, up) for `tokens` rows with weights of `types`, fused
 // and unfused.
-void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint64_t min_fused,
-                                   int64_t tokens, bool qk_norm, int64_t head_dim) {
+void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, int64_t tokens,
+                                   bool qk_norm, int64_t head_dim) {
   // Heads of 64: 8 query heads over 2 KV heads; of 128 (Qwen3-8B's) and 256: groups of 2. The
   // query heads fill the hidden size, so the attention output can be the residual.
   const int64_t hidden = 512, ffn = 1002, heads = hidden / head_dim;
@@ -764,12 +718,10 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
   std::vector<int32_t> table;
   for (int32_t b = 0; b < 48; ++b) table.push_back(b + 1);
   table.push_back(0);
-  auto other = CudaDevice::create(0);
-  ASSERT_TRUE(other.ok()) << other.error().message;
-  (*other)->set_fusion(false);
-  gpu_->set_fusion(true);
-  // Outputs in order: x, h, q, k, v, h2, gate (= silu(gate) * up), up.
-  auto run = [&](CudaDevice& d) {
+  // Outputs in order: x, h, q, k, v, h2, gate (= silu(gate) * up), up. `fused`: the CUDA
+  // device's fused kernels; else Device's unfused compositions of its other kernels.
+  CudaDevice& d = *gpu_;
+  auto run = [&](bool fused) {
     std::vector<DeviceBuffer> keep;
     auto make = [&](const void* data, size_t bytes, TensorType type, std::array<int64_t, 4> ne) {
       auto b = d.allocate(bytes);
@@ -808,45 +760,43 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     const size_t cache_bytes = static_cast<size_t>(pool * 16 * kv_heads * head_dim * 2);
     cache.k = make(old_keys.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
     cache.v = make(old_values.data(), cache_bytes, TensorType::F16, {head_dim, kv_heads, 16, pool});
-    d.add(x, y, x);
-    d.rms_norm(x, &tnw, 1e-6f, h);
-    EXPECT_TRUE(d.matmul(w[0], h, q).ok());
-    EXPECT_TRUE(d.matmul(w[1], h, k).ok());
-    EXPECT_TRUE(d.matmul(w[2], h, v).ok());
-    Tensor qh = q, kh = k;
-    qh.ne = {head_dim, heads, tokens, 1};
-    kh.ne = {head_dim, kv_heads, tokens, 1};
-    if (qk_norm) {
-      d.rms_norm(qh, &tqn, 1e-6f, qh);
-      d.rms_norm(kh, &tkn, 1e-6f, kh);
-    }
-    d.rope(qh, positions, rope);
-    d.rope(kh, positions, rope);
-    // The step's keys and values go into it at scattered slots (fused into the norm + rope
-    // launch).
-    Tensor vh = v;
-    vh.ne = kh.ne;
-    d.store_kv(cache, kh, vh, slots);
+    const op::AddRmsNorm first_norm{x, y, tnw, 1e-6f, h};
+    const op::MatmulsSharedInput qkv{h, {w[0], w[1], w[2], {}}, {q, k, v, {}}, 3};
+    const Tensor qh = q.as_heads(heads, head_dim), kh = k.as_heads(kv_heads, head_dim),
+                 vh = v.as_heads(kv_heads, head_dim);
+    // The step's keys and values go into the cache at scattered slots.
+    const op::QkNormRopeStoreKv rope_store{qh,
+                                           kh,
+                                           vh,
+                                           qk_norm ? tqn : Tensor{nullptr},
+                                           qk_norm ? tkn : Tensor{nullptr},
+                                           1e-6f,
+                                           positions,
+                                           &rope,
+                                           &cache,
+                                           slots};
+    EXPECT_TRUE((fused ? d.add_rms_norm(first_norm) : d.Device::add_rms_norm(first_norm)).ok());
+    EXPECT_TRUE((fused ? d.matmuls(qkv) : d.Device::matmuls(qkv)).ok());
+    EXPECT_TRUE(
+        (fused ? d.qk_norm_rope_store_kv(rope_store) : d.Device::qk_norm_rope_store_kv(rope_store))
+            .ok());
+    Tensor residual = q;  // (a stand-in for the attention output when there are several tokens)
     if (tokens == 1) {
-      // Attention over the 777 cached keys and the step's (the fused device's v4 kernel takes
-      // the norm + RoPE launch and the cache store over), its output the residual.
+      // Attention over the 777 cached keys and the step's, its output the residual.
       AttentionSequence seq;
       seq.token_count = 1;
       seq.first_position = positions[0];
       seq.block_table = table;
       AttentionParams params;
       params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      Tensor attn_heads = attn;
-      attn_heads.ne = {head_dim, heads, 1, 1};
+      Tensor attn_heads = attn.as_heads(heads, head_dim);
       d.attention(qh, cache, std::span<const AttentionSequence>(&seq, 1), params, attn_heads);
-      d.add(x, attn, x);
-    } else {
-      d.add(x, q, x);  // (a stand-in for the attention output's residual)
+      residual = attn;
     }
-    d.rms_norm(x, &tnw2, 1e-6f, h2);
-    EXPECT_TRUE(d.matmul(w[3], h2, g).ok());
-    EXPECT_TRUE(d.matmul(w[4], h2, up).ok());
-    d.silu_mul(g, up, g);
+    const op::AddRmsNorm second_norm{x, residual, tnw2, 1e-6f, h2};
+    const op::GateUpActivation glu{Activation::Silu, h2, w[3], w[4], g, up, g};
+    EXPECT_TRUE((fused ? d.add_rms_norm(second_norm) : d.Device::add_rms_norm(second_norm)).ok());
+    EXPECT_TRUE((fused ? d.gate_up_activation(glu) : d.Device::gate_up_activation(glu)).ok());
     std::vector<std::vector<float>> res;
     for (const Tensor* t : {&x, &h, &q, &k, &v, &h2, &g, &up}) {
       std::vector<float> r(static_cast<size_t>(t->elements()));
@@ -864,27 +814,14 @@ void CudaOps::run_fused_decode_ops(const std::array<TensorType, 5>& types, uint6
     EXPECT_TRUE(d.synchronize().ok());
     return res;
   };
-  const uint64_t before = gpu_->fused_ops(), folds_before = gpu_->rope_folds();
-  const auto fused = run(*gpu_);
-  const auto plain = run(**other);
-  EXPECT_GE(gpu_->fused_ops() - before, min_fused) << "the sequence should have been fused";
-  // One token, F16 cache, heads of 64 (group 4: two query heads a v4 block): the decode
-  // attention takes the norm + RoPE launch over, unless the tensor-core decode kernel is forced
-  // (TERN_CUDA_ATTN=mma: it does not fold) or the fold is switched off.
-  const auto env_is = [](const char* name, const char* value) {
-    const char* v = std::getenv(name);
-    return v != nullptr && std::strcmp(v, value) == 0;
-  };
-  const bool folds = !env_is("TERN_CUDA_ATTN", "mma") && !env_is("TERN_CUDA_ROPE_FOLD", "0");
-  EXPECT_EQ(gpu_->rope_folds() - folds_before, tokens == 1 && folds ? 1u : 0u)
-      << "the attention should have taken the norm + RoPE over (if it folds)";
-  EXPECT_EQ((*other)->fused_ops(), 0u);
+  const auto fused = run(true);
+  const auto plain = run(false);
   const char* names[] = {"x",  "h",       "q",      "k", "v", "h2", "silu(gate)*up",
                          "up", "k cache", "v cache"};
   for (size_t i = 0; i < fused.size(); ++i) {
-    const Diff d = compare(fused[i], plain[i]);
-    report(fmt::format("fused decode ops ({} rows): {}", tokens, names[i]), d);
-    EXPECT_LT(d.rel_rms, 1e-6) << names[i];
+    const Diff diff = compare(fused[i], plain[i]);
+    report(fmt::format("fused decode ops ({} rows): {}", tokens, names[i]), diff);
+    EXPECT_LT(diff.rel_rms, 1e-6) << names[i];
   }
 }
 

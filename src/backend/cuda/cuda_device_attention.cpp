@@ -194,8 +194,8 @@ void CudaDevice::attention(const Tensor& q, const KvLayer& cache,
                  std::count(step_kv_stores_.begin(), step_kv_stores_.end(), cache.k.data) <= 1;
   // Decode attention that feeds the o projection writes the projection's 8-bit input in its
   // combine step (one token, split contexts: attention_output_quantizes).
-  const Q8Target q8 = q8_for_next_product(a.out, tokens, heads * head_dim, [&](int group) {
-    return cuda::attention_output_quantizes(a, group);
+  const Q8Target q8 = q8_for_next_product(a.out, tokens, heads * head_dim, [&](int g) {
+    return cuda::attention_output_quantizes(a, g);
   });
   if (q8.xq != nullptr) {
     const cuda::Q8Activations qa = cuda::q8_activations(q8.xq, 1, heads * head_dim);

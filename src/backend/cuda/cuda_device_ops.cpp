@@ -61,8 +61,8 @@ void CudaDevice::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tens
       {8, u(xd), u(wd), u(eps), u(rows), u(cols), u(o), u(xq), static_cast<uint64_t>(group)},
       [=]() -> Result<void> {
         if (xq != nullptr) {
-          TERN_CUDA_TRY(cuda::add_rms_norm_q8(xd, nullptr, nullptr, wd, eps, rows, cols, o, xq,
-                                              group, s));
+          TERN_CUDA_TRY(
+              cuda::add_rms_norm_q8(xd, nullptr, nullptr, wd, eps, rows, cols, o, xq, group, s));
         } else {
           TERN_CUDA_TRY(cuda::rms_norm(xd, wd, eps, rows, cols, o, s));
         }

@@ -34,8 +34,8 @@ Result<void> CudaDevice::execute(const StepPlan& plan) {
 
 CudaDevice::Q8Target CudaDevice::q8_for_next_product(const float* x, int64_t rows, int64_t k,
                                                      const std::function<bool(int group)>& fits) {
-  if (!int8_gemv_ || !graphs_ || failed_ || plan_ == nullptr ||
-      plan_index_ + 1 >= plan_->size() || rows > cuda::kMaxGemvRows)
+  if (!int8_gemv_ || !graphs_ || failed_ || plan_ == nullptr || plan_index_ + 1 >= plan_->size() ||
+      rows > cuda::kMaxGemvRows)
     return {};
   // The weights of the next op, when it reads x [rows, k].
   std::vector<const Tensor*> weights;
@@ -55,8 +55,7 @@ CudaDevice::Q8Target CudaDevice::q8_for_next_product(const float* x, int64_t row
         }
       },
       plan_->ops()[plan_index_ + 1]);
-  if (input == nullptr || input->data != x || input->ne[0] != k || input->rows() != rows)
-    return {};
+  if (input == nullptr || input->data != x || input->ne[0] != k || input->rows() != rows) return {};
   const int group = cuda::q8_group(weights.front()->type);
   for (const Tensor* w : weights) {
     if (!cuda::gemv_q8_supported(w->type) || cuda::q8_group(w->type) != group) return {};
@@ -79,14 +78,14 @@ Result<void> CudaDevice::add_rms_norm(const op::AddRmsNorm& o) {
   void* xq = q8.xq;
   const int group = q8.group;
   cudaStream_t s = stream_;
-  enqueue({20, u(ad), u(bd), u(wd), u(eps), u(rows), u(cols), u(out), u(xq),
-           static_cast<uint64_t>(group)},
-          [=]() -> Result<void> {
-            TERN_CUDA_TRY(
-                cuda::add_rms_norm_q8(ad, bd, sum, wd, eps, rows, cols, out, xq, group, s));
-            return {};
-          },
-          xq != nullptr);
+  enqueue(
+      {20, u(ad), u(bd), u(wd), u(eps), u(rows), u(cols), u(out), u(xq),
+       static_cast<uint64_t>(group)},
+      [=]() -> Result<void> {
+        TERN_CUDA_TRY(cuda::add_rms_norm_q8(ad, bd, sum, wd, eps, rows, cols, out, xq, group, s));
+        return {};
+      },
+      xq != nullptr);
   return failed_ ? Result<void>(error_) : Result<void>();
 }
 
@@ -189,14 +188,14 @@ Result<void> CudaDevice::gate_up_activation(const op::GateUpActivation& o) {
       auto xq = quantized_activations(o.x, group);
       if (!xq) return xq.error();
       void* xqd = const_cast<void*>(*xq);
-      enqueue({21, u(xd), u(k), u(gate.w), static_cast<uint64_t>(gt), u(gate.m),
-                      u(gate.y), u(up.w), static_cast<uint64_t>(ut), u(up.y), u(out), u(xqd),
-                      fresh, gelu, static_cast<uint64_t>(group)},
-                     [=]() -> Result<void> {
-                       if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, 1, k, group, xqd, s));
-                       TERN_CUDA_TRY(cuda::gemv_q8_glu(gate, up, k, xqd, gelu, out, s));
-                       return {};
-                     });
+      enqueue({21, u(xd), u(k), u(gate.w), static_cast<uint64_t>(gt), u(gate.m), u(gate.y), u(up.w),
+               static_cast<uint64_t>(ut), u(up.y), u(out), u(xqd), fresh, gelu,
+               static_cast<uint64_t>(group)},
+              [=]() -> Result<void> {
+                if (fresh) TERN_CUDA_TRY(cuda::quantize_q8(xd, 1, k, group, xqd, s));
+                TERN_CUDA_TRY(cuda::gemv_q8_glu(gate, up, k, xqd, gelu, out, s));
+                return {};
+              });
       return failed_ ? Result<void>(error_) : Result<void>();
     }
     if (gt == ut && cuda::gemv_float_multi_supported(gt, k) &&
@@ -213,13 +212,13 @@ Result<void> CudaDevice::gate_up_activation(const op::GateUpActivation& o) {
       multi.count = 2;
       multi.glu = gelu ? 2 : 1;
       multi.out = out;
-      enqueue({22, u(xd), u(k), static_cast<uint64_t>(gt), u(multi.w[0]), u(multi.w[1]),
-                      u(multi.m[0]), u(multi.y[0]), u(multi.y[1]), u(out),
-                      static_cast<uint64_t>(multi.glu)},
-                     [=]() -> Result<void> {
-                       TERN_CUDA_TRY(cuda::gemv_float_multi(multi, k, xd, s));
-                       return {};
-                     });
+      enqueue(
+          {22, u(xd), u(k), static_cast<uint64_t>(gt), u(multi.w[0]), u(multi.w[1]), u(multi.m[0]),
+           u(multi.y[0]), u(multi.y[1]), u(out), static_cast<uint64_t>(multi.glu)},
+          [=]() -> Result<void> {
+            TERN_CUDA_TRY(cuda::gemv_float_multi(multi, k, xd, s));
+            return {};
+          });
       return failed_ ? Result<void>(error_) : Result<void>();
     }
   }
@@ -258,13 +257,13 @@ Result<void> CudaDevice::qk_norm_rope_store_kv(const op::QkNormRopeStoreKv& o) {
   }
   cudaStream_t s = stream_;
   enqueue({23, u(l.parts[0].x), u(l.parts[0].weight), u(l.parts[1].x), u(l.parts[1].weight),
-                  u(o.eps), u(l.parts[0].heads), u(l.parts[1].heads), u(head_dim), u(n),
-                  u(l.positions), u(l.inv_freq), u(l.rotary_dim), l.neox, u(l.position_scale),
-                  u(l.k_cache), u(l.v_cache), u(l.v), u(l.slots)},
-                 [l, s]() -> Result<void> {
-                   TERN_CUDA_TRY(cuda::rms_norm_rope(l, s));
-                   return {};
-                 });
+           u(o.eps), u(l.parts[0].heads), u(l.parts[1].heads), u(head_dim), u(n), u(l.positions),
+           u(l.inv_freq), u(l.rotary_dim), l.neox, u(l.position_scale), u(l.k_cache), u(l.v_cache),
+           u(l.v), u(l.slots)},
+          [l, s]() -> Result<void> {
+            TERN_CUDA_TRY(cuda::rms_norm_rope(l, s));
+            return {};
+          });
   if (!store) store_kv(*o.cache, o.k, o.v, o.slots);
   return failed_ ? Result<void>(error_) : Result<void>();
 }
